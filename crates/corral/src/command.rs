@@ -1,0 +1,233 @@
+//! What to run and how to end it, as plain data.
+
+use std::{ffi::OsString, path::PathBuf, time::Duration};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::{BackendChoice, Child, Error, Finished, Policy, Signal};
+
+/// Where the command's standard input comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Input {
+    /// `/dev/null` (the default: a tool call never reads the caller's input by accident).
+    #[default]
+    Null,
+    /// The caller's own standard input.
+    Inherit,
+    /// A pipe; take the writer with [`Child::take_stdin`].
+    Piped,
+}
+
+/// Where one of the command's output streams goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Output {
+    /// Read by corral and returned in [`Finished`], also after a kill (the default).
+    #[default]
+    Capture,
+    /// The caller's own stream (a TTY stays a TTY).
+    Inherit,
+    /// `/dev/null`.
+    Null,
+    /// A pipe the caller reads; take it with [`Child::take_stdout`] /
+    /// [`Child::take_stderr`].
+    Piped,
+}
+
+/// What happens to processes the leader leaves behind when it exits by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Leftovers {
+    /// Terminate them with the same [`Policy`] (the default: a tool call must
+    /// not leak helpers).
+    #[default]
+    Terminate,
+    /// Leave them running (deliberate daemons). Captured output is drained for
+    /// at most `drain`, then the pipes are detached. Released processes are
+    /// listed in the report; corral no longer owns them (their cgroup, if any,
+    /// is kept and reported).
+    Release {
+        /// How long to keep reading output after the leader exits.
+        drain: Duration,
+    },
+}
+
+/// A command to run as an owned tree.
+#[derive(Debug, Clone)]
+pub struct Command {
+    pub(crate) program: OsString,
+    pub(crate) args: Vec<OsString>,
+    pub(crate) env: Vec<(OsString, Option<OsString>)>,
+    pub(crate) env_clear: bool,
+    pub(crate) cwd: Option<PathBuf>,
+    pub(crate) stdin: Input,
+    pub(crate) stdout: Output,
+    pub(crate) stderr: Output,
+    pub(crate) policy: Policy,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) cancel: Option<CancellationToken>,
+    pub(crate) backend: BackendChoice,
+    pub(crate) leftovers: Leftovers,
+    pub(crate) capture_limit: usize,
+}
+
+/// The default cap on captured bytes per stream (64 MiB); the rest is counted
+/// in [`Captured::dropped`](crate::Captured::dropped).
+pub const DEFAULT_CAPTURE_LIMIT: usize = 64 << 20;
+
+impl Command {
+    /// A command running `program` (looked up in `PATH` if it has no slash).
+    pub fn new(program: impl Into<OsString>) -> Self {
+        Self {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            env_clear: false,
+            cwd: None,
+            stdin: Input::default(),
+            stdout: Output::default(),
+            stderr: Output::default(),
+            policy: Policy::default(),
+            timeout: None,
+            cancel: None,
+            backend: BackendChoice::Auto,
+            leftovers: Leftovers::default(),
+            capture_limit: DEFAULT_CAPTURE_LIMIT,
+        }
+    }
+
+    /// Adds one argument.
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I: IntoIterator<Item = S>, S: Into<OsString>>(mut self, args: I) -> Self {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets an environment variable.
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), Some(value.into())));
+        self
+    }
+
+    /// Removes an environment variable.
+    pub fn env_remove(mut self, key: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), None));
+        self
+    }
+
+    /// Starts from an empty environment.
+    pub fn env_clear(mut self) -> Self {
+        self.env_clear = true;
+        self.env.clear();
+        self
+    }
+
+    /// Sets the working directory.
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// Sets standard input.
+    pub fn stdin(mut self, input: Input) -> Self {
+        self.stdin = input;
+        self
+    }
+
+    /// Sets standard output.
+    pub fn stdout(mut self, output: Output) -> Self {
+        self.stdout = output;
+        self
+    }
+
+    /// Sets standard error.
+    pub fn stderr(mut self, output: Output) -> Self {
+        self.stderr = output;
+        self
+    }
+
+    /// Sets the whole termination policy.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Sets the first signal of the termination (default `SIGTERM`).
+    pub fn signal(mut self, signal: Signal) -> Self {
+        self.policy.signal = signal;
+        self
+    }
+
+    /// Sets the grace between the first signal and `SIGKILL` (default 5 s).
+    pub fn grace(mut self, grace: Duration) -> Self {
+        self.policy.grace = grace;
+        self
+    }
+
+    /// Sets how long to wait after `SIGKILL` before reporting survivors
+    /// (default 1 s).
+    pub fn final_bound(mut self, bound: Duration) -> Self {
+        self.policy.final_bound = bound;
+        self
+    }
+
+    /// Terminates the tree when this much time has passed since the spawn.
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.timeout = Some(limit);
+        self
+    }
+
+    /// Terminates the tree when this token is cancelled.
+    pub fn cancel_on(mut self, token: CancellationToken) -> Self {
+        self.cancel = Some(token);
+        self
+    }
+
+    /// Chooses the containment backend (default: the best available).
+    pub fn backend(mut self, choice: BackendChoice) -> Self {
+        self.backend = choice;
+        self
+    }
+
+    /// What to do with processes left behind when the leader exits.
+    pub fn leftovers(mut self, leftovers: Leftovers) -> Self {
+        self.leftovers = leftovers;
+        self
+    }
+
+    /// Keeps at most this many bytes per captured stream.
+    pub fn capture_limit(mut self, bytes: usize) -> Self {
+        self.capture_limit = bytes;
+        self
+    }
+
+    /// The program as given, for messages.
+    pub fn program(&self) -> String {
+        self.program.to_string_lossy().into_owned()
+    }
+
+    /// Starts the command as an owned tree. The tree is supervised by a tokio
+    /// task from now on, whether or not the [`Child`] is awaited.
+    ///
+    /// # Errors
+    /// [`Error::Spawn`] if the program cannot be started (nothing is left
+    /// running), [`Error::BackendUnavailable`] if a forced backend cannot be
+    /// used, [`Error::Cgroup`] if the cgroup cannot be prepared.
+    pub async fn spawn(self) -> Result<Child, Error> {
+        crate::supervise::spawn(self)
+    }
+
+    /// Spawns and waits for the whole call.
+    ///
+    /// # Errors
+    /// As [`Command::spawn`] and [`Child::wait`].
+    pub async fn run(self) -> Result<Finished, Error> {
+        self.spawn().await?.wait().await
+    }
+}

@@ -1,0 +1,388 @@
+//! The cgroup v2 backend: one leaf cgroup per invocation.
+//!
+//! The leaf is created under the cgroup this process is in (the root, or a
+//! delegated subtree). The child joins it before `exec` (a write of `0` to the
+//! leaf's `cgroup.procs` in the pre-exec hook), so no descendant is ever
+//! outside it. `cgroup.kill` kills every member atomically, including ones
+//! forked during the kill; `cgroup.events` says `populated 0` once all have
+//! exited, announced through inotify. Zombies do not count as populated.
+
+use std::{
+    fs, io,
+    os::fd::{AsFd, OwnedFd},
+    path::{Path, PathBuf},
+    sync::{
+        OnceLock,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use tokio::{io::unix::AsyncFd, time::Instant};
+
+use crate::{Error, ProcessInfo, Signal, identity, sys};
+
+/// Finds the cgroup v2 mount point in `/proc/self/mountinfo` text.
+pub(crate) fn find_v2_mount(mountinfo: &str) -> Option<PathBuf> {
+    mountinfo.lines().find_map(|line| {
+        // "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER"
+        let (left, right) = line.split_once(" - ")?;
+        let fstype = right.split_whitespace().next()?;
+        (fstype == "cgroup2").then(|| left.split_whitespace().nth(4).map(unescape))?
+    })
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
+fn unescape(field: &str) -> PathBuf {
+    let mut out = Vec::with_capacity(field.len());
+    let bytes = field.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 3 < bytes.len()
+            && bytes[i + 1..i + 4]
+                .iter()
+                .all(|b| (b'0'..=b'7').contains(b))
+        {
+            let value = bytes[i + 1..i + 4]
+                .iter()
+                .fold(0u32, |acc, b| acc * 8 + u32::from(b - b'0'));
+            out.push(value as u8);
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(out))
+}
+
+/// Finds this process's cgroup v2 path (the `0::` line) in `/proc/self/cgroup`.
+pub(crate) fn own_cgroup(proc_cgroup: &str) -> Option<&str> {
+    proc_cgroup
+        .lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .filter(|path| path.starts_with('/'))
+}
+
+/// The directory new leaves go in, or why there is none.
+fn parent_dir() -> Result<PathBuf, String> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let mount = find_v2_mount(&mountinfo)
+        .ok_or("no cgroup v2 hierarchy is mounted (cgroup2 not in /proc/self/mountinfo)")?;
+    let own = fs::read_to_string("/proc/self/cgroup")
+        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+    let own = own_cgroup(&own)
+        .ok_or("this process has no cgroup v2 path (no 0:: line in /proc/self/cgroup)")?;
+    Ok(mount.join(own.trim_start_matches('/')))
+}
+
+/// Checks once per process that leaves can be created, carry `cgroup.kill`
+/// (Linux 5.14+) and can be removed.
+pub(crate) fn probe() -> Result<PathBuf, String> {
+    static PROBE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            let parent = parent_dir()?;
+            let leaf = parent.join(format!("corral-probe-{}", sys::getpid()));
+            fs::create_dir(&leaf).map_err(|e| {
+                format!(
+                    "cannot create a cgroup under {} ({e}); run as root or in a delegated subtree (systemd Delegate=yes)",
+                    parent.display()
+                )
+            })?;
+            let has_kill = leaf.join("cgroup.kill").exists();
+            let _ = fs::remove_dir(&leaf);
+            if has_kill {
+                Ok(parent)
+            } else {
+                Err("cgroup.kill is missing (needs Linux 5.14 or later)".to_owned())
+            }
+        })
+        .clone()
+}
+
+pub(crate) enum LeafError {
+    /// The backend cannot be used here (with the reason).
+    Unavailable(String),
+    /// It can, but this creation failed.
+    Failed(Error),
+}
+
+/// A leaf cgroup created for one invocation, before the spawn.
+#[derive(Debug)]
+pub(crate) struct Leaf {
+    path: PathBuf,
+    procs: OwnedFd,
+    /// Whether dropping the leaf removes the directory (until a tree owns it).
+    owned: bool,
+}
+
+impl Leaf {
+    pub(crate) fn create() -> Result<Self, LeafError> {
+        static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+        let parent = probe().map_err(LeafError::Unavailable)?;
+        let n = SEQUENCE.fetch_add(1, Ordering::Relaxed);
+        let path = parent.join(format!("corral-{}-{n}", sys::getpid()));
+        let failed = |path: &Path, source| {
+            LeafError::Failed(Error::Cgroup {
+                path: path.to_owned(),
+                source,
+            })
+        };
+        fs::create_dir(&path).map_err(|e| failed(&path, e))?;
+        let procs = fs::OpenOptions::new()
+            .write(true)
+            .open(path.join("cgroup.procs"))
+            .map(OwnedFd::from);
+        match procs {
+            Ok(procs) => Ok(Self {
+                path,
+                procs,
+                owned: true,
+            }),
+            Err(e) => {
+                let _ = fs::remove_dir(&path);
+                Err(failed(&path, e))
+            }
+        }
+    }
+
+    /// `cgroup.procs`, open for writing (close-on-exec, as std opens files).
+    pub(crate) fn procs(&self) -> &OwnedFd {
+        &self.procs
+    }
+
+    /// Starts watching `cgroup.events`; the leader is inside by now.
+    pub(crate) fn watch(mut self) -> Result<CgroupTree, Error> {
+        // From here on the tree owns the directory (and removes it).
+        self.owned = false;
+        let mut tree = CgroupTree {
+            path: self.path.clone(),
+            watch: None,
+            removed: false,
+        };
+        let events = self.path.join("cgroup.events");
+        let watch = sys::watch_modified(&events)
+            .and_then(sys::async_fd)
+            .map_err(|source| Error::Cgroup {
+                path: events,
+                source,
+            })?;
+        tree.watch = Some(watch);
+        Ok(tree)
+    }
+}
+
+impl Drop for Leaf {
+    /// A leaf whose spawn failed is empty: remove it.
+    fn drop(&mut self) {
+        if self.owned {
+            let _ = fs::remove_dir(&self.path);
+        }
+    }
+}
+
+/// A live leaf cgroup holding a tree.
+#[derive(Debug)]
+pub(crate) struct CgroupTree {
+    path: PathBuf,
+    watch: Option<AsyncFd<OwnedFd>>,
+    removed: bool,
+}
+
+impl CgroupTree {
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn pids(&self) -> io::Result<Vec<i32>> {
+        let text = fs::read_to_string(self.path.join("cgroup.procs"))?;
+        Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+    }
+
+    /// Whether the process `pid` is in this leaf (read after its pidfd was
+    /// opened, so a recycled pid is caught).
+    fn holds(&self, pid: i32) -> bool {
+        let Some(relative) = own_relative(&self.path) else {
+            return false;
+        };
+        fs::read_to_string(format!("/proc/{pid}/cgroup"))
+            .ok()
+            .and_then(|text| own_cgroup(&text).map(|p| p == relative))
+            .unwrap_or(false)
+    }
+
+    pub(crate) fn signal(&mut self, signal: Signal) -> io::Result<Option<usize>> {
+        if signal == Signal::KILL {
+            self.kill()?;
+            return Ok(None);
+        }
+        let mut delivered = 0;
+        for pid in self.pids()? {
+            if identity::signal_if(pid, signal, || Ok(self.holds(pid)))? == identity::Delivery::Sent
+            {
+                delivered += 1;
+            }
+        }
+        Ok(Some(delivered))
+    }
+
+    fn kill(&self) -> io::Result<()> {
+        fs::write(self.path.join("cgroup.kill"), b"1")
+    }
+
+    pub(crate) fn is_empty(&self) -> io::Result<bool> {
+        let events = fs::read_to_string(self.path.join("cgroup.events"))?;
+        Ok(events.lines().any(|l| l.trim() == "populated 0"))
+    }
+
+    pub(crate) async fn wait_empty(&mut self, deadline: Instant) -> io::Result<bool> {
+        loop {
+            if self.is_empty()? {
+                return Ok(true);
+            }
+            let Some(watch) = &self.watch else {
+                return Ok(false);
+            };
+            tokio::select! {
+                ready = watch.readable() => {
+                    let mut guard = ready?;
+                    sys::drain(guard.get_inner().as_fd());
+                    guard.clear_ready();
+                }
+                () = tokio::time::sleep_until(deadline) => return self.is_empty(),
+            }
+        }
+    }
+
+    pub(crate) fn members(&self) -> Vec<ProcessInfo> {
+        self.pids()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|pid| identity::read_stat(pid).ok())
+            .filter(identity::Stat::is_running)
+            .map(|stat| identity::describe(&stat))
+            .collect()
+    }
+
+    pub(crate) fn kill_now(&self) {
+        if let Err(error) = self.kill() {
+            tracing::warn!(path = %self.path.display(), %error, "cgroup.kill failed");
+        }
+    }
+
+    /// Moves every member to the parent cgroup, then removes the leaf. A
+    /// member forked during the move is caught by the next round.
+    pub(crate) fn release(&mut self) -> bool {
+        let Some(parent) = self.path.parent() else {
+            return false;
+        };
+        let procs = parent.join("cgroup.procs");
+        for _ in 0..10 {
+            if self.is_empty().unwrap_or(false) {
+                break;
+            }
+            for pid in self.pids().unwrap_or_default() {
+                if let Err(error) = fs::write(&procs, pid.to_string()) {
+                    tracing::debug!(pid, %error, "moving a released process failed");
+                }
+            }
+        }
+        self.close()
+    }
+
+    /// Removes the leaf; false if members survive and it cannot be removed.
+    pub(crate) fn close(&mut self) -> bool {
+        if self.removed {
+            return true;
+        }
+        self.watch = None;
+        match fs::remove_dir(&self.path) {
+            Ok(()) => {
+                self.removed = true;
+                true
+            }
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                self.removed = true;
+                true
+            }
+            Err(error) => {
+                tracing::warn!(path = %self.path.display(), %error, "cgroup left behind");
+                false
+            }
+        }
+    }
+}
+
+impl Drop for CgroupTree {
+    /// Reached without `close` only when the supervisor was dropped mid-way
+    /// (runtime shutdown): kill synchronously, wait a short bound for the
+    /// kernel to finish, remove the leaf.
+    fn drop(&mut self) {
+        if self.removed {
+            return;
+        }
+        self.kill_now();
+        let until = std::time::Instant::now() + Duration::from_millis(200);
+        while !self.is_empty().unwrap_or(true) && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        self.close();
+    }
+}
+
+/// The leaf's path as `/proc/PID/cgroup` shows it (relative to the mount).
+fn own_relative(path: &Path) -> Option<String> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = find_v2_mount(&mountinfo)?;
+    let relative = path.strip_prefix(mount).ok()?;
+    Some(format!("/{}", relative.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HYBRID: &str = "\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+
+    #[test]
+    fn finds_the_v2_mount_on_hybrid_hosts() {
+        assert_eq!(
+            find_v2_mount(HYBRID),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+    }
+
+    #[test]
+    fn finds_unified_mount_with_optional_fields_and_escapes() {
+        let text =
+            "29 23 0:26 / /sys/fs/my\\040cg rw shared:4 master:1 - cgroup2 cgroup2 rw,nsdelegate\n";
+        assert_eq!(find_v2_mount(text), Some(PathBuf::from("/sys/fs/my cg")));
+    }
+
+    #[test]
+    fn no_v2_mount_is_none() {
+        assert_eq!(
+            find_v2_mount("32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"),
+            None
+        );
+        assert_eq!(find_v2_mount("garbage\n\n - \n"), None);
+    }
+
+    #[test]
+    fn own_cgroup_reads_the_unified_line() {
+        assert_eq!(
+            own_cgroup("4:memory:/x\n0::/user.slice/a.scope\n"),
+            Some("/user.slice/a.scope")
+        );
+        assert_eq!(own_cgroup("0::/\n"), Some("/"));
+        assert_eq!(own_cgroup("1:cpu:/\n"), None);
+        assert_eq!(own_cgroup("0::relative\n"), None);
+    }
+}

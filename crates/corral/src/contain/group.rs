@@ -1,0 +1,69 @@
+//! The process-group backend: the leader starts a new process group; the tree
+//! is that group plus the leader's descendants that are still connected to it
+//! by parent links.
+//!
+//! The group is signalled with `killpg` only while the leader is our unreaped
+//! child: its zombie holds the pid, so no new group can take that id. The
+//! holes are real and documented: a child that calls `setsid` and whose
+//! parent has exited, or a double-forked daemon, is found by neither rule.
+
+use std::io;
+
+use super::{Leader, scan::descendants};
+use crate::{Signal, identity::Stat, sys};
+
+/// Membership for a process-group tree.
+#[derive(Debug)]
+pub(crate) struct Rule {
+    leader: i32,
+}
+
+impl Rule {
+    pub(crate) fn new(leader: &Leader) -> Self {
+        Self { leader: leader.pid }
+    }
+
+    pub(crate) fn members(&self, table: &[Stat]) -> Vec<Stat> {
+        let mut members = descendants(table, &[self.leader]);
+        for stat in table.iter().filter(|s| s.pgid == self.leader) {
+            if !members.iter().any(|m| m.pid == stat.pid) {
+                members.push(stat.clone());
+            }
+        }
+        members
+    }
+
+    /// `killpg(leader, signal)`. Safe against reuse because the supervisor
+    /// reaps the leader only after the cleanup.
+    pub(crate) fn signal_group(&self, signal: Signal) -> io::Result<()> {
+        match sys::kill_group(self.leader, signal) {
+            Err(error) if !sys::is_gone(&error) => Err(error),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contain::scan::tests::stat;
+
+    #[test]
+    fn group_members_and_connected_escapees() {
+        let table = vec![
+            stat(101, 100, 101, 50), // leader, own group
+            stat(102, 101, 101, 51), // in the group
+            stat(103, 101, 103, 52), // setsid child, parent alive: connected
+            stat(104, 1, 101, 53),   // orphan still in the group
+            stat(105, 1, 105, 54),   // setsid orphan: the documented hole
+            stat(106, 100, 106, 55), // a sibling: not ours
+        ];
+        let mut pids: Vec<i32> = Rule { leader: 101 }
+            .members(&table)
+            .iter()
+            .map(|s| s.pid)
+            .collect();
+        pids.sort_unstable();
+        assert_eq!(pids, vec![101, 102, 103, 104]);
+    }
+}

@@ -1,0 +1,334 @@
+//! Containment: how the processes of one tree are found, signalled and
+//! awaited.
+//!
+//! Three backends, probed at run time in this order:
+//! - [`Backend::Cgroup`]: a cgroup v2 leaf per invocation. The only Linux
+//!   mechanism that holds `setsid` and double-fork escapes unconditionally;
+//!   killed with `cgroup.kill`, emptiness learnt from `cgroup.events`.
+//! - [`Backend::Subreaper`]: this process becomes a child subreaper, so every
+//!   orphan of the tree re-parents to it and stays findable through `/proc`.
+//!   Process-global, so only for a process dedicated to supervision (see
+//!   [`claim_subreaper`]).
+//! - [`Backend::Group`]: a process group, plus the leader's descendants while
+//!   they are still connected to it. Portable; a `setsid` child whose parent
+//!   has exited, or a double-forked daemon, escapes it.
+
+mod cgroup;
+mod group;
+mod scan;
+mod subreaper;
+
+use std::{
+    fmt,
+    os::fd::{AsFd, OwnedFd},
+    path::PathBuf,
+    sync::atomic::{AtomicBool, Ordering},
+};
+
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::{Error, ProcessInfo, Signal, sys};
+
+/// A containment backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// cgroup v2 leaf per invocation.
+    Cgroup,
+    /// `PR_SET_CHILD_SUBREAPER` and a `/proc` walk.
+    Subreaper,
+    /// A process group plus connected descendants.
+    Group,
+}
+
+impl Backend {
+    /// Every backend, in probe order.
+    pub const ALL: [Backend; 3] = [Backend::Cgroup, Backend::Subreaper, Backend::Group];
+
+    /// The backend's name as the command line spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cgroup => "cgroup",
+            Backend::Subreaper => "subreaper",
+            Backend::Group => "group",
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which backend to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendChoice {
+    /// The first available in probe order (cgroup, subreaper if this process
+    /// claimed it, group).
+    #[default]
+    Auto,
+    /// Exactly this one, or an error saying why not.
+    Only(Backend),
+}
+
+/// Whether one backend can be used here, and why not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BackendStatus {
+    /// The backend.
+    pub backend: Backend,
+    /// Whether it can be used by this process now.
+    pub available: bool,
+    /// Where it would live, or why it is unavailable and what would fix it.
+    pub detail: String,
+}
+
+/// What this machine and process offer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Capabilities {
+    /// Every backend, in probe order.
+    pub backends: Vec<BackendStatus>,
+    /// What [`BackendChoice::Auto`] picks now.
+    pub auto: Backend,
+    /// Whether the kernel has pidfds (signals by identity, not by number).
+    pub pidfd: bool,
+}
+
+static SUBREAPER_CLAIMED: AtomicBool = AtomicBool::new(false);
+
+/// Declares this process dedicated to supervision, which lets
+/// [`BackendChoice::Auto`] choose the subreaper backend when cgroups are not
+/// available.
+///
+/// A subreaper adopts *every* orphan below it, so it suits a process that
+/// does nothing but supervise (the `corral` command does this). Processes
+/// this process adopts while a subreaper-backed tree runs, and that started
+/// after the tree's leader, are treated as part of that tree.
+pub fn claim_subreaper() {
+    SUBREAPER_CLAIMED.store(true, Ordering::SeqCst);
+}
+
+/// Probes every backend.
+pub fn capabilities() -> Capabilities {
+    let backends: Vec<BackendStatus> = Backend::ALL.iter().map(|&b| status(b)).collect();
+    let auto = backends
+        .iter()
+        .find(|s| s.available)
+        .map_or(Backend::Group, |s| s.backend);
+    let pidfd = sys::pidfd_open(sys::getpid()).is_ok();
+    Capabilities {
+        backends,
+        auto,
+        pidfd,
+    }
+}
+
+fn status(backend: Backend) -> BackendStatus {
+    let (available, detail) = match backend {
+        Backend::Cgroup => match cgroup::probe() {
+            Ok(parent) => (true, format!("leaf cgroups under {}", parent.display())),
+            Err(reason) => (false, reason),
+        },
+        Backend::Subreaper => match subreaper::probe() {
+            Ok(()) if SUBREAPER_CLAIMED.load(Ordering::SeqCst) => {
+                (true, "this process is dedicated to supervision".to_owned())
+            }
+            Ok(()) => (
+                false,
+                "usable only by a process dedicated to supervision: call \
+                 corral::claim_subreaper() (the corral command does), or force it"
+                    .to_owned(),
+            ),
+            Err(reason) => (false, reason),
+        },
+        Backend::Group => (
+            true,
+            "portable minimum; setsid and double-fork escapes are not contained".to_owned(),
+        ),
+    };
+    BackendStatus {
+        backend,
+        available,
+        detail,
+    }
+}
+
+/// Containment made ready before the spawn.
+#[derive(Debug)]
+pub(crate) enum Prepared {
+    Cgroup(cgroup::Leaf),
+    Subreaper(subreaper::Claim),
+    Group,
+}
+
+/// Prepares the chosen backend.
+pub(crate) fn prepare(choice: BackendChoice) -> Result<Prepared, Error> {
+    let unavailable =
+        |backend: Backend, reason: String| Error::BackendUnavailable { backend, reason };
+    match choice {
+        BackendChoice::Only(Backend::Cgroup) => cgroup::Leaf::create()
+            .map(Prepared::Cgroup)
+            .map_err(|e| match e {
+                cgroup::LeafError::Unavailable(reason) => unavailable(Backend::Cgroup, reason),
+                cgroup::LeafError::Failed(error) => error,
+            }),
+        BackendChoice::Only(Backend::Subreaper) => subreaper::Claim::acquire()
+            .map(Prepared::Subreaper)
+            .map_err(|reason| unavailable(Backend::Subreaper, reason)),
+        BackendChoice::Only(Backend::Group) => Ok(Prepared::Group),
+        BackendChoice::Auto => {
+            match cgroup::Leaf::create() {
+                Ok(leaf) => return Ok(Prepared::Cgroup(leaf)),
+                Err(cgroup::LeafError::Unavailable(reason)) => {
+                    tracing::debug!(%reason, "cgroup backend unavailable");
+                }
+                Err(cgroup::LeafError::Failed(error)) => return Err(error),
+            }
+            if SUBREAPER_CLAIMED.load(Ordering::SeqCst) {
+                match subreaper::Claim::acquire() {
+                    Ok(claim) => return Ok(Prepared::Subreaper(claim)),
+                    Err(reason) => tracing::debug!(%reason, "subreaper backend unavailable"),
+                }
+            }
+            Ok(Prepared::Group)
+        }
+    }
+}
+
+impl Prepared {
+    pub(crate) fn backend(&self) -> Backend {
+        match self {
+            Prepared::Cgroup(_) => Backend::Cgroup,
+            Prepared::Subreaper(_) => Backend::Subreaper,
+            Prepared::Group => Backend::Group,
+        }
+    }
+
+    /// What the child must do before exec.
+    pub(crate) fn child_setup(&self) -> sys::ChildSetup<'_> {
+        match self {
+            Prepared::Cgroup(leaf) => sys::ChildSetup {
+                cgroup_procs: Some(leaf.procs().as_fd()),
+                ..Default::default()
+            },
+            Prepared::Subreaper(_) => sys::ChildSetup::default(),
+            Prepared::Group => sys::ChildSetup {
+                new_group: true,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// The live tree, once the leader runs.
+    pub(crate) fn start(self, leader: &Leader) -> Result<Tree, Error> {
+        Ok(match self {
+            Prepared::Cgroup(leaf) => Tree::Cgroup(leaf.watch()?),
+            Prepared::Subreaper(claim) => Tree::Scanned(scan::ScannedTree::new(
+                scan::Rule::Subreaper(subreaper::Rule::new(leader, claim)),
+            )),
+            Prepared::Group => Tree::Scanned(scan::ScannedTree::new(scan::Rule::Group(
+                group::Rule::new(leader),
+            ))),
+        })
+    }
+}
+
+/// The leader: our direct child, held by a pidfd and not reaped until the
+/// cleanup is over, so its pid and process group id cannot be reused.
+#[derive(Debug)]
+pub(crate) struct Leader {
+    pub(crate) pid: i32,
+    pub(crate) start_time: u64,
+    pub(crate) pidfd: tokio::io::unix::AsyncFd<OwnedFd>,
+}
+
+/// A live tree.
+#[derive(Debug)]
+pub(crate) enum Tree {
+    Cgroup(cgroup::CgroupTree),
+    Scanned(scan::ScannedTree),
+}
+
+impl Tree {
+    pub(crate) fn cgroup_path(&self) -> Option<PathBuf> {
+        match self {
+            Tree::Cgroup(tree) => Some(tree.path().to_owned()),
+            Tree::Scanned(_) => None,
+        }
+    }
+
+    /// Sends `signal` to every running member. Returns how many were
+    /// signalled, or `None` where the kernel does it without naming them.
+    pub(crate) fn signal(&mut self, signal: Signal) -> std::io::Result<Option<usize>> {
+        match self {
+            Tree::Cgroup(tree) => tree.signal(signal),
+            Tree::Scanned(tree) => tree.signal(signal).map(Some),
+        }
+    }
+
+    /// Whether no member is running (zombies do not count).
+    pub(crate) fn is_empty(&mut self) -> std::io::Result<bool> {
+        match self {
+            Tree::Cgroup(tree) => tree.is_empty(),
+            Tree::Scanned(tree) => tree.is_empty(),
+        }
+    }
+
+    /// Waits until the tree is empty (true) or `deadline` passes (false).
+    /// With `kill_late`, members that appear while waiting are killed on sight.
+    pub(crate) async fn wait_empty(
+        &mut self,
+        deadline: Instant,
+        kill_late: bool,
+    ) -> std::io::Result<bool> {
+        match self {
+            Tree::Cgroup(tree) => tree.wait_empty(deadline).await,
+            Tree::Scanned(tree) => tree.wait_empty(deadline, kill_late).await,
+        }
+    }
+
+    /// The running members, for the report.
+    pub(crate) fn members(&mut self) -> Vec<ProcessInfo> {
+        match self {
+            Tree::Cgroup(tree) => tree.members(),
+            Tree::Scanned(tree) => tree.members(),
+        }
+    }
+
+    /// `SIGKILL` to every member, synchronously: for `Drop`, when no runtime
+    /// is left to run a graceful termination.
+    pub(crate) fn kill_now(&mut self) {
+        match self {
+            Tree::Cgroup(tree) => tree.kill_now(),
+            Tree::Scanned(tree) => tree.kill_now(),
+        }
+    }
+
+    /// Lets the members go on running outside corral's ownership
+    /// ([`Leftovers::Release`](crate::Leftovers::Release)): a cgroup's members
+    /// move to its parent and the leaf is removed. Returns false if the leaf
+    /// could not be removed.
+    pub(crate) fn release(&mut self) -> bool {
+        match self {
+            Tree::Cgroup(tree) => tree.release(),
+            Tree::Scanned(tree) => {
+                tree.close();
+                true
+            }
+        }
+    }
+
+    /// Releases what the containment holds (removes the cgroup, gives up the
+    /// subreaper role). Returns false if the cgroup could not be removed
+    /// because members survive.
+    pub(crate) fn close(&mut self) -> bool {
+        match self {
+            Tree::Cgroup(tree) => tree.close(),
+            Tree::Scanned(tree) => {
+                tree.close();
+                true
+            }
+        }
+    }
+}

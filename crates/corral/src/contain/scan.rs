@@ -1,0 +1,197 @@
+//! Trees found by walking `/proc`: the subreaper and process-group backends.
+//!
+//! Membership is a pure rule over a snapshot of the process table (so it is
+//! unit-tested on made-up tables); signals go to members by identity (pidfd
+//! plus start time), and emptiness is polled, since no kernel notification
+//! exists for "no process matches this rule".
+
+use std::{io, time::Duration};
+
+use tokio::time::Instant;
+
+use super::{group, subreaper};
+use crate::{
+    ProcessInfo, Signal,
+    identity::{self, Delivery, Stat},
+};
+
+/// How often emptiness is re-checked while waiting: starts fast, backs off.
+const POLL_MIN: Duration = Duration::from_millis(1);
+const POLL_MAX: Duration = Duration::from_millis(20);
+
+/// Which processes belong to the tree.
+#[derive(Debug)]
+pub(crate) enum Rule {
+    Subreaper(subreaper::Rule),
+    Group(group::Rule),
+}
+
+impl Rule {
+    fn members(&self, table: &[Stat]) -> Vec<Stat> {
+        match self {
+            Rule::Subreaper(rule) => rule.members(table),
+            Rule::Group(rule) => rule.members(table),
+        }
+    }
+
+    /// Signals the members the kernel can reach without naming them (a
+    /// process group); returns whether that part applied.
+    fn signal_wholesale(&self, signal: Signal) -> io::Result<()> {
+        match self {
+            Rule::Subreaper(_) => Ok(()),
+            Rule::Group(rule) => rule.signal_group(signal),
+        }
+    }
+
+    /// Housekeeping between scans (a subreaper reaps adopted zombies).
+    fn tidy(&self, table: &[Stat]) {
+        if let Rule::Subreaper(rule) = self {
+            rule.reap_adopted(table);
+        }
+    }
+
+    fn close(&mut self) {
+        if let Rule::Subreaper(rule) = self {
+            rule.release();
+        }
+    }
+}
+
+/// A tree whose members are found by scanning `/proc`.
+#[derive(Debug)]
+pub(crate) struct ScannedTree {
+    rule: Rule,
+}
+
+impl ScannedTree {
+    pub(crate) fn new(rule: Rule) -> Self {
+        Self { rule }
+    }
+
+    fn scan(&self) -> io::Result<Vec<Stat>> {
+        let table = identity::all_processes()?;
+        self.rule.tidy(&table);
+        Ok(self
+            .rule
+            .members(&table)
+            .into_iter()
+            .filter(Stat::is_running)
+            .collect())
+    }
+
+    pub(crate) fn signal(&mut self, signal: Signal) -> io::Result<usize> {
+        self.rule.signal_wholesale(signal)?;
+        let mut delivered = 0;
+        for member in self.scan()? {
+            if identity::signal_verified(member.pid, member.start_time, signal)? == Delivery::Sent {
+                delivered += 1;
+            }
+        }
+        Ok(delivered)
+    }
+
+    pub(crate) fn is_empty(&mut self) -> io::Result<bool> {
+        Ok(self.scan()?.is_empty())
+    }
+
+    pub(crate) async fn wait_empty(
+        &mut self,
+        deadline: Instant,
+        kill_late: bool,
+    ) -> io::Result<bool> {
+        let mut pause = POLL_MIN;
+        loop {
+            if kill_late {
+                // Members forked since the last SIGKILL are killed on sight.
+                if self.signal(Signal::KILL)? == 0 && self.is_empty()? {
+                    return Ok(true);
+                }
+            } else if self.is_empty()? {
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return self.is_empty();
+            }
+            tokio::time::sleep_until(deadline.min(now + pause)).await;
+            pause = (pause * 2).min(POLL_MAX);
+        }
+    }
+
+    pub(crate) fn members(&mut self) -> Vec<ProcessInfo> {
+        self.scan()
+            .unwrap_or_default()
+            .iter()
+            .map(identity::describe)
+            .collect()
+    }
+
+    pub(crate) fn kill_now(&mut self) {
+        if let Err(error) = self.signal(Signal::KILL) {
+            tracing::warn!(%error, "synchronous kill failed");
+        }
+    }
+
+    pub(crate) fn close(&mut self) {
+        if let Ok(table) = identity::all_processes() {
+            self.rule.tidy(&table);
+        }
+        self.rule.close();
+    }
+}
+
+/// Every process whose parent chain leads to one of `roots` (roots included).
+pub(crate) fn descendants(table: &[Stat], roots: &[i32]) -> Vec<Stat> {
+    let mut members: Vec<Stat> = Vec::new();
+    let mut frontier: Vec<i32> = roots.to_vec();
+    let mut seen: std::collections::HashSet<i32> = roots.iter().copied().collect();
+    for stat in table.iter().filter(|s| roots.contains(&s.pid)) {
+        members.push(stat.clone());
+    }
+    while let Some(parent) = frontier.pop() {
+        for child in table.iter().filter(|s| s.ppid == parent) {
+            if seen.insert(child.pid) {
+                members.push(child.clone());
+                frontier.push(child.pid);
+            }
+        }
+    }
+    members
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn stat(pid: i32, ppid: i32, pgid: i32, start_time: u64) -> Stat {
+        Stat {
+            pid,
+            comm: format!("p{pid}"),
+            state: 'S',
+            ppid,
+            pgid,
+            sid: pgid,
+            start_time,
+        }
+    }
+
+    #[test]
+    fn descendants_follow_parent_links_and_ignore_cycles() {
+        let table = vec![
+            stat(1, 0, 1, 1),
+            stat(10, 1, 10, 5),
+            stat(11, 10, 10, 6),
+            stat(12, 11, 12, 7),
+            stat(20, 1, 20, 8),
+            // A cycle cannot happen in a live table, but a torn snapshot must not loop.
+            stat(30, 31, 30, 9),
+            stat(31, 30, 30, 9),
+        ];
+        let mut pids: Vec<i32> = descendants(&table, &[10]).iter().map(|s| s.pid).collect();
+        pids.sort_unstable();
+        assert_eq!(pids, vec![10, 11, 12]);
+        let mut cycle: Vec<i32> = descendants(&table, &[30]).iter().map(|s| s.pid).collect();
+        cycle.sort_unstable();
+        assert_eq!(cycle, vec![30, 31]);
+    }
+}

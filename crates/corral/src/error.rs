@@ -1,0 +1,75 @@
+use std::{io, path::PathBuf};
+
+use crate::contain::Backend;
+
+/// Why spawning the command failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SpawnFailure {
+    /// No such program (not on `PATH`, or the path does not exist).
+    NotFound,
+    /// The program exists but cannot be executed (permissions, not a binary).
+    NotExecutable,
+    /// The working directory does not exist or is not a directory.
+    BadCwd,
+    /// Anything else the kernel refused (limits, memory).
+    Other,
+}
+
+/// Errors of the `corral` library.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The command could not be started; nothing was left running.
+    #[error("cannot run {program:?}: {}", spawn_hint(*.failure, .source))]
+    Spawn {
+        /// The program as given.
+        program: String,
+        /// What kind of failure.
+        failure: SpawnFailure,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A backend that was asked for explicitly cannot be used here.
+    #[error("backend {backend} is not available: {reason}")]
+    BackendUnavailable {
+        /// The backend asked for.
+        backend: Backend,
+        /// Why it is unavailable, and what would make it available.
+        reason: String,
+    },
+    /// Setting up or tearing down a cgroup failed.
+    #[error("cgroup {}: {source}", path.display())]
+    Cgroup {
+        /// The cgroup directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// Another operating-system call failed.
+    #[error("{what}: {source}")]
+    Os {
+        /// What corral was doing.
+        what: &'static str,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The supervising task ended without a result (the runtime shut down or
+    /// the task panicked). Its tree was killed synchronously.
+    #[error("the supervisor task ended without a result (runtime shutting down?)")]
+    SupervisorLost,
+}
+
+fn spawn_hint(failure: SpawnFailure, source: &io::Error) -> String {
+    match failure {
+        SpawnFailure::NotFound => format!("not found ({source}); check the name and PATH"),
+        SpawnFailure::NotExecutable => {
+            format!("not executable ({source}); check its permissions and format")
+        }
+        SpawnFailure::BadCwd => format!("bad working directory ({source})"),
+        SpawnFailure::Other => source.to_string(),
+    }
+}

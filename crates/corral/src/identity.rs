@@ -1,0 +1,228 @@
+//! Who a process is: its pid together with its start time, read from `/proc`.
+//!
+//! A bare pid can be reused by the kernel as soon as the process is reaped, so
+//! corral never signals a number. Before each signal it opens a pidfd (which
+//! refers to one process for ever) and checks that the process behind it still
+//! has the start time corral saw when it judged the process a member; only then
+//! does it signal, through the pidfd.
+
+use std::{fs, io};
+
+use crate::{ProcessInfo, Signal, sys};
+
+/// The fields of `/proc/PID/stat` that corral uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    /// Process id.
+    pub pid: i32,
+    /// The command name (`comm`), at most 15 bytes, may contain anything.
+    pub comm: String,
+    /// One-letter state: `R`, `S`, `D`, `Z` (zombie), `T`, `X` (dead), ...
+    pub state: char,
+    /// Parent process id.
+    pub ppid: i32,
+    /// Process group id.
+    pub pgid: i32,
+    /// Session id.
+    pub sid: i32,
+    /// Start time in clock ticks after boot.
+    pub start_time: u64,
+}
+
+impl Stat {
+    /// Whether the process is still running (not a zombie, not dead). A
+    /// zombie has exited and holds nothing but its pid and exit status.
+    pub fn is_running(&self) -> bool {
+        !matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
+/// Parses the contents of `/proc/PID/stat`.
+///
+/// The command name sits in parentheses and may itself contain spaces and
+/// parentheses, so the fields after it are found from the *last* `)`.
+pub fn parse_stat(text: &str) -> Option<Stat> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    if close < open {
+        return None;
+    }
+    let pid = text.get(..open)?.trim().parse().ok()?;
+    let comm = text.get(open + 1..close)?.to_owned();
+    let mut rest = text.get(close + 1..)?.split_ascii_whitespace();
+    // Fields from 3 on: state ppid pgrp session tty_nr tpgid flags minflt
+    // cminflt majflt cmajflt utime stime cutime cstime priority nice
+    // num_threads itrealvalue starttime.
+    let state = rest.next()?.chars().next()?;
+    let ppid = rest.next()?.parse().ok()?;
+    let pgid = rest.next()?.parse().ok()?;
+    let sid = rest.next()?.parse().ok()?;
+    let start_time = rest.nth(15)?.parse().ok()?;
+    Some(Stat {
+        pid,
+        comm,
+        state,
+        ppid,
+        pgid,
+        sid,
+        start_time,
+    })
+}
+
+/// Reads `/proc/PID/stat`. `NotFound` when the process is gone.
+pub fn read_stat(pid: i32) -> io::Result<Stat> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    parse_stat(&text).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("unparsable /proc/{pid}/stat"),
+        )
+    })
+}
+
+/// Every process currently listed in `/proc`. Entries that vanish or cannot be
+/// parsed mid-walk are skipped.
+pub fn all_processes() -> io::Result<Vec<Stat>> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc")? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Ok(stat) = read_stat(pid) {
+            found.push(stat);
+        }
+    }
+    Ok(found)
+}
+
+/// The command line of a process, arguments joined by spaces; `[comm]` when it
+/// has none (a kernel thread or a zombie).
+pub fn command_line(stat: &Stat) -> String {
+    let raw = fs::read(format!("/proc/{}/cmdline", stat.pid)).unwrap_or_default();
+    let joined = raw
+        .split(|&b| b == 0)
+        .filter(|part| !part.is_empty())
+        .map(String::from_utf8_lossy)
+        .collect::<Vec<_>>()
+        .join(" ");
+    if joined.is_empty() {
+        format!("[{}]", stat.comm)
+    } else {
+        joined
+    }
+}
+
+/// The report entry for a process.
+pub fn describe(stat: &Stat) -> ProcessInfo {
+    ProcessInfo {
+        pid: stat.pid,
+        start_time: stat.start_time,
+        command: command_line(stat),
+    }
+}
+
+/// What happened to a signal sent by identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    /// The process is the one we saw and was signalled.
+    Sent,
+    /// The process is gone, or the pid now belongs to another process: nothing
+    /// was signalled.
+    Gone,
+}
+
+/// Sends `signal` to the process with this pid *only if* it still has
+/// `start_time` and is running.
+pub(crate) fn signal_verified(pid: i32, start_time: u64, signal: Signal) -> io::Result<Delivery> {
+    signal_if(pid, signal, || match read_stat(pid) {
+        Ok(stat) => Ok(stat.start_time == start_time && stat.is_running()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    })
+}
+
+/// Sends `signal` to the process with this pid only if `belongs` (evaluated
+/// *after* a pidfd was opened for it) says it is the process corral judged a
+/// member. With pidfds the check and the signal refer to the same process;
+/// without them (kernels before 5.3) a recycled pid can slip in between the
+/// check and `kill`, which [`capabilities`](crate::capabilities) reports.
+pub(crate) fn signal_if(
+    pid: i32,
+    signal: Signal,
+    belongs: impl FnOnce() -> io::Result<bool>,
+) -> io::Result<Delivery> {
+    let pidfd = match sys::pidfd_open(pid) {
+        Ok(fd) => Some(fd),
+        Err(e) if sys::is_gone(&e) => return Ok(Delivery::Gone),
+        Err(e) if sys::is_unsupported(&e) => None,
+        Err(e) => return Err(e),
+    };
+    if !belongs()? {
+        return Ok(Delivery::Gone);
+    }
+    let result = match &pidfd {
+        Some(fd) => sys::pidfd_signal(fd, signal),
+        None => sys::kill(pid, signal),
+    };
+    match result {
+        Ok(()) => Ok(Delivery::Sent),
+        Err(e) if sys::is_gone(&e) => Ok(Delivery::Gone),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "1234 (a) b (c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 1000 100 18446744073709551615";
+
+    #[test]
+    fn parses_hostile_command_names() {
+        let stat = parse_stat(SAMPLE).expect("parses");
+        assert_eq!(stat.pid, 1234);
+        assert_eq!(stat.comm, "a) b (c)");
+        assert_eq!(stat.state, 'S');
+        assert_eq!((stat.ppid, stat.pgid, stat.sid), (1, 1234, 1234));
+        assert_eq!(stat.start_time, 98765);
+    }
+
+    #[test]
+    fn rejects_truncated_and_garbage() {
+        for text in [
+            "",
+            "1234",
+            "1234 (x",
+            "x) (y",
+            "12 (x) S 1 2 3",
+            ") 1 (",
+            "abc (x) S 1 1 1 0",
+        ] {
+            assert_eq!(parse_stat(text), None, "{text:?}");
+        }
+        // Every prefix of a valid line is handled without a panic.
+        for end in 0..SAMPLE.len() {
+            let _ = parse_stat(&SAMPLE[..end]);
+        }
+    }
+
+    #[test]
+    fn reads_our_own_stat() {
+        let me = read_stat(std::process::id() as i32).expect("own stat");
+        assert!(me.is_running());
+        assert!(me.start_time > 0);
+        assert!(command_line(&me).len() > 1);
+    }
+
+    #[test]
+    fn zombie_is_not_running() {
+        let mut stat = parse_stat(SAMPLE).expect("parses");
+        stat.state = 'Z';
+        assert!(!stat.is_running());
+    }
+}

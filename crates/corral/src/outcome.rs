@@ -1,0 +1,146 @@
+//! What a supervised call returns: how it ended, its output, and the cleanup
+//! report.
+
+use std::{path::PathBuf, time::Duration};
+
+use serde::{Serialize, Serializer};
+
+use crate::{Backend, Captured, Signal};
+
+/// How the call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The leader exited by itself with this code.
+    Exited {
+        /// The exit code.
+        code: i32,
+    },
+    /// The leader was killed by a signal that corral did not send.
+    Signaled {
+        /// The signal.
+        signal: Signal,
+    },
+    /// The time limit passed; the tree was terminated.
+    TimedOut,
+    /// The call was cancelled (token, [`Child::terminate`](crate::Child::terminate)
+    /// or drop); the tree was terminated.
+    Cancelled,
+}
+
+impl Outcome {
+    /// Whether what the command did before it was stopped is unknown. True for
+    /// [`Outcome::TimedOut`] and [`Outcome::Cancelled`]: the command may have
+    /// completed part of its work, sent requests, written files. corral never
+    /// retries; the caller decides.
+    pub fn effects_unknown(&self) -> bool {
+        matches!(self, Self::TimedOut | Self::Cancelled)
+    }
+}
+
+/// How the leader process itself ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// It died of this signal.
+    Signal(Signal),
+}
+
+/// What started the cleanup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Trigger {
+    /// The leader exited; the cleanup is for what it left behind.
+    LeaderExited,
+    /// The time limit passed.
+    TimedOut,
+    /// The cancellation token fired or [`Child::terminate`](crate::Child::terminate) was called.
+    Cancelled,
+    /// The [`Child`](crate::Child) handle was dropped.
+    Dropped,
+}
+
+/// A process, as corral identifies it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProcessInfo {
+    /// Process id.
+    pub pid: i32,
+    /// Start time in clock ticks after boot (`/proc/PID/stat` field 22):
+    /// together with the pid, who the process is.
+    pub start_time: u64,
+    /// Its command line (arguments joined by spaces), or `[name]` if it has
+    /// none.
+    pub command: String,
+}
+
+/// One signal sent during the cleanup.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SignalSent {
+    /// Time after the spawn.
+    #[serde(serialize_with = "secs")]
+    pub at: Duration,
+    /// The signal.
+    pub signal: Signal,
+    /// How many processes it was delivered to; `None` where the kernel
+    /// delivers it without naming them (`cgroup.kill`).
+    pub delivered: Option<usize>,
+}
+
+/// What the cleanup did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct CleanupReport {
+    /// The containment backend used.
+    pub backend: Backend,
+    /// What started the cleanup.
+    pub trigger: Trigger,
+    /// Every signal sent, in order.
+    pub signals: Vec<SignalSent>,
+    /// Whether `SIGKILL` was needed.
+    pub escalated: bool,
+    /// Processes still alive when the final bound passed (empty when all went
+    /// well).
+    pub survivors: Vec<ProcessInfo>,
+    /// Processes deliberately left running ([`Leftovers::Release`](crate::Leftovers::Release)).
+    pub released: Vec<ProcessInfo>,
+    /// The cgroup used, if any.
+    pub cgroup: Option<PathBuf>,
+    /// Whether that cgroup directory could not be removed (only with
+    /// survivors).
+    pub cgroup_left: bool,
+    /// From the spawn to the trigger.
+    #[serde(serialize_with = "secs")]
+    pub run_time: Duration,
+    /// From the trigger until the tree was empty (or the final bound passed).
+    #[serde(serialize_with = "secs")]
+    pub cleanup_time: Duration,
+    /// Anything worth knowing that is not an error (a fallback taken, a
+    /// signal that found the process already gone).
+    pub notes: Vec<String>,
+}
+
+/// The result of a supervised call.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Finished {
+    /// How the call ended.
+    pub outcome: Outcome,
+    /// How the leader itself ended, if it could be reaped (after a timeout it
+    /// usually died of corral's signal).
+    pub leader: Option<Exit>,
+    /// Captured standard output (empty unless [`Output::Capture`](crate::Output::Capture)).
+    pub stdout: Captured,
+    /// Captured standard error (empty unless [`Output::Capture`](crate::Output::Capture)).
+    pub stderr: Captured,
+    /// What the cleanup did.
+    pub report: CleanupReport,
+}
+
+/// Serialises a duration as fractional seconds.
+pub(crate) fn secs<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_f64(duration.as_secs_f64())
+}

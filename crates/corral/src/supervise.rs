@@ -1,0 +1,513 @@
+//! The driver: spawns the leader into its containment, waits for what ends the
+//! call (the leader's exit, the time limit, cancellation, drop), applies the
+//! termination policy, and assembles the result.
+//!
+//! The leader is held by a pidfd and is not reaped until the cleanup is over,
+//! so neither its pid nor its process group id can be reused while corral may
+//! still signal them.
+
+use std::{
+    fs, io,
+    os::fd::{AsFd, OwnedFd},
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use tokio::{net::unix::pipe, sync::oneshot, time::Instant};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    Backend, CleanupReport, Command, Error, Exit, Finished, Input, Leftovers, Outcome, Output,
+    SignalSent, SpawnFailure, Trigger,
+    capture::{Captured, Reader},
+    contain::{self, Leader, Tree},
+    identity, sys,
+    terminate::{Escalation, Step},
+};
+
+/// After the tree is empty every writer of the output pipes is gone; this
+/// bounds reading what is still buffered in them.
+const DRAIN_AFTER_EMPTY: Duration = Duration::from_millis(250);
+
+/// The writing end of the command's standard input ([`Input::Piped`]).
+pub type ChildStdin = pipe::Sender;
+/// The reading end of a command's output stream ([`Output::Piped`]).
+pub type ChildOutput = pipe::Receiver;
+
+/// A running tree. Supervised by a tokio task from the spawn on.
+///
+/// # Drop and cancellation
+/// Dropping the handle (or the future of [`Child::wait`]) starts the cleanup
+/// at once, with the command's [`Policy`](crate::Policy): the supervising task
+/// keeps running it to the end. `Drop` itself only flips a flag and cancels a
+/// token; it never blocks or spawns. If the runtime shuts down mid-cleanup,
+/// the supervisor's own `Drop` kills the tree synchronously with `SIGKILL`.
+#[derive(Debug)]
+pub struct Child {
+    pid: i32,
+    backend: Backend,
+    cgroup: Option<PathBuf>,
+    stdin: Option<ChildStdin>,
+    stdout: Option<ChildOutput>,
+    stderr: Option<ChildOutput>,
+    stop: CancellationToken,
+    dropped: Arc<AtomicBool>,
+    result: Option<oneshot::Receiver<Finished>>,
+}
+
+impl Child {
+    /// The leader's process id.
+    pub fn id(&self) -> i32 {
+        self.pid
+    }
+
+    /// The containment backend in use.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The leaf cgroup, with the cgroup backend.
+    pub fn cgroup(&self) -> Option<&std::path::Path> {
+        self.cgroup.as_deref()
+    }
+
+    /// The writer of standard input, once, with [`Input::Piped`].
+    pub fn take_stdin(&mut self) -> Option<ChildStdin> {
+        self.stdin.take()
+    }
+
+    /// The reader of standard output, once, with [`Output::Piped`].
+    pub fn take_stdout(&mut self) -> Option<ChildOutput> {
+        self.stdout.take()
+    }
+
+    /// The reader of standard error, once, with [`Output::Piped`].
+    pub fn take_stderr(&mut self) -> Option<ChildOutput> {
+        self.stderr.take()
+    }
+
+    /// Starts terminating the tree now; [`Child::wait`] then returns
+    /// [`Outcome::Cancelled`].
+    pub fn terminate(&self) {
+        self.stop.cancel();
+    }
+
+    /// Waits for the call to end, cleanup included.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropping this future drops the `Child`, which
+    /// terminates the tree (see the type's documentation).
+    ///
+    /// # Errors
+    /// [`Error::SupervisorLost`] if the supervising task ended without a
+    /// result (the runtime is shutting down).
+    pub async fn wait(mut self) -> Result<Finished, Error> {
+        let receiver = self.result.take().ok_or(Error::SupervisorLost)?;
+        receiver.await.map_err(|_| Error::SupervisorLost)
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if self.result.is_some() {
+            self.dropped.store(true, Ordering::SeqCst);
+            self.stop.cancel();
+        }
+    }
+}
+
+/// Spawns `command` and starts its supervisor task.
+pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
+    check_cwd(&command)?;
+    let prepared = contain::prepare(command.backend)?;
+    let backend = prepared.backend();
+    let mut std_command = std_command(&command);
+    let mut spawned = sys::spawn(&mut std_command, prepared.child_setup())
+        .map_err(|source| spawn_error(&command, source))?;
+    let started = Instant::now();
+    let pid = spawned.id() as i32;
+    // Our unreaped child: its pid cannot have been reused, so this pidfd is it.
+    let leader = open_leader(pid).inspect_err(|_| {
+        let _ = spawned.kill();
+        let _ = spawned.wait();
+    })?;
+    let tree = prepared.start(&leader);
+    let mut tree = match tree {
+        Ok(tree) => tree,
+        Err(error) => {
+            let _ = spawned.kill();
+            let _ = spawned.wait();
+            return Err(error);
+        }
+    };
+    let cgroup = tree.cgroup_path();
+    tracing::debug!(pid, %backend, program = %command.program(), "spawned");
+
+    let limit = command.capture_limit;
+    let reader_for = |stream: Option<OwnedFd>,
+                      mode: Output|
+     -> Result<(Option<Reader>, Option<ChildOutput>), Error> {
+        let Some(fd) = stream else {
+            return Ok((None, None));
+        };
+        let receiver = pipe::Receiver::from_owned_fd(fd).map_err(|source| Error::Os {
+            what: "registering an output pipe",
+            source,
+        })?;
+        Ok(match mode {
+            Output::Capture => (Some(Reader::start(receiver, limit)), None),
+            _ => (None, Some(receiver)),
+        })
+    };
+    let streams = (|| {
+        let (stdout_reader, stdout) =
+            reader_for(spawned.stdout.take().map(OwnedFd::from), command.stdout)?;
+        let (stderr_reader, stderr) =
+            reader_for(spawned.stderr.take().map(OwnedFd::from), command.stderr)?;
+        let stdin = match spawned.stdin.take() {
+            Some(fd) => Some(
+                pipe::Sender::from_owned_fd(OwnedFd::from(fd)).map_err(|source| Error::Os {
+                    what: "registering the input pipe",
+                    source,
+                })?,
+            ),
+            None => None,
+        };
+        Ok::<_, Error>((stdout_reader, stdout, stderr_reader, stderr, stdin))
+    })();
+    let (stdout_reader, stdout, stderr_reader, stderr, stdin) = match streams {
+        Ok(streams) => streams,
+        Err(error) => {
+            tree.kill_now();
+            let _ = spawned.wait();
+            tree.close();
+            return Err(error);
+        }
+    };
+    // From here on the leader is reaped through its pidfd, never through `spawned`.
+    drop(spawned);
+
+    let stop = CancellationToken::new();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let (sender, receiver) = oneshot::channel();
+    let supervision = Supervision {
+        tree,
+        leader,
+        backend,
+        command,
+        started,
+        stop: stop.clone(),
+        dropped: Arc::clone(&dropped),
+        stdout: stdout_reader,
+        stderr: stderr_reader,
+        finished: false,
+    };
+    tokio::spawn(async move {
+        let finished = supervision.run().await;
+        let _ = sender.send(finished);
+    });
+    Ok(Child {
+        pid,
+        backend,
+        cgroup,
+        stdin,
+        stdout,
+        stderr,
+        stop,
+        dropped,
+        result: Some(receiver),
+    })
+}
+
+fn check_cwd(command: &Command) -> Result<(), Error> {
+    let Some(dir) = &command.cwd else {
+        return Ok(());
+    };
+    let failure = |source| Error::Spawn {
+        program: command.program(),
+        failure: SpawnFailure::BadCwd,
+        source,
+    };
+    match fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(failure(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            format!("{} is not a directory", dir.display()),
+        ))),
+        Err(source) => Err(failure(io::Error::new(
+            source.kind(),
+            format!("{}: {source}", dir.display()),
+        ))),
+    }
+}
+
+fn std_command(command: &Command) -> std::process::Command {
+    let mut std_command = std::process::Command::new(&command.program);
+    std_command.args(&command.args);
+    if command.env_clear {
+        std_command.env_clear();
+    }
+    for (key, value) in &command.env {
+        match value {
+            Some(value) => std_command.env(key, value),
+            None => std_command.env_remove(key),
+        };
+    }
+    if let Some(dir) = &command.cwd {
+        std_command.current_dir(dir);
+    }
+    std_command.stdin(match command.stdin {
+        Input::Null => std::process::Stdio::null(),
+        Input::Inherit => std::process::Stdio::inherit(),
+        Input::Piped => std::process::Stdio::piped(),
+    });
+    let output = |mode| match mode {
+        Output::Capture | Output::Piped => std::process::Stdio::piped(),
+        Output::Inherit => std::process::Stdio::inherit(),
+        Output::Null => std::process::Stdio::null(),
+    };
+    std_command.stdout(output(command.stdout));
+    std_command.stderr(output(command.stderr));
+    std_command
+}
+
+fn spawn_error(command: &Command, source: io::Error) -> Error {
+    let failure = match source.kind() {
+        io::ErrorKind::NotFound => SpawnFailure::NotFound,
+        io::ErrorKind::PermissionDenied => SpawnFailure::NotExecutable,
+        _ if sys::is_not_executable(&source) => SpawnFailure::NotExecutable,
+        _ => SpawnFailure::Other,
+    };
+    Error::Spawn {
+        program: command.program(),
+        failure,
+        source,
+    }
+}
+
+fn open_leader(pid: i32) -> Result<Leader, Error> {
+    let os = |what| move |source| Error::Os { what, source };
+    let pidfd = sys::pidfd_open(pid)
+        .and_then(sys::async_fd)
+        .map_err(os("opening a pidfd for the leader"))?;
+    let start_time = identity::read_stat(pid)
+        .map_err(os("reading the leader's /proc entry"))?
+        .start_time;
+    Ok(Leader {
+        pid,
+        start_time,
+        pidfd,
+    })
+}
+
+/// The state of one supervised tree, owned by its task.
+struct Supervision {
+    tree: Tree,
+    leader: Leader,
+    backend: Backend,
+    command: Command,
+    started: Instant,
+    stop: CancellationToken,
+    dropped: Arc<AtomicBool>,
+    stdout: Option<Reader>,
+    stderr: Option<Reader>,
+    /// Whether `run` completed its cleanup (otherwise `Drop` kills).
+    finished: bool,
+}
+
+impl Supervision {
+    async fn run(mut self) -> Finished {
+        let trigger = self.wait_for_trigger().await;
+        let triggered = Instant::now();
+        tracing::debug!(pid = self.leader.pid, ?trigger, "cleanup starts");
+        let mut report = CleanupReport {
+            backend: self.backend,
+            trigger,
+            signals: Vec::new(),
+            escalated: false,
+            survivors: Vec::new(),
+            released: Vec::new(),
+            cgroup: self.tree.cgroup_path(),
+            cgroup_left: false,
+            run_time: triggered - self.started,
+            cleanup_time: Duration::ZERO,
+            notes: Vec::new(),
+        };
+        let release = match (trigger, self.command.leftovers) {
+            (Trigger::LeaderExited, Leftovers::Release { drain }) => Some(drain),
+            _ => None,
+        };
+        if release.is_some() {
+            report.released = self.tree.members();
+            report.cgroup_left = !self.tree.release();
+        } else {
+            self.terminate(&mut report).await;
+            report.cgroup_left = !self.tree.close();
+        }
+        report.cleanup_time = triggered.elapsed();
+        let leader = self.reap_leader(&mut report);
+        self.finished = true;
+
+        let drain_until = Instant::now() + release.unwrap_or(DRAIN_AFTER_EMPTY);
+        let stdout = finish_reader(self.stdout.take(), drain_until).await;
+        let stderr = finish_reader(self.stderr.take(), drain_until).await;
+        let outcome = match (trigger, leader) {
+            (Trigger::TimedOut, _) => Outcome::TimedOut,
+            (Trigger::Cancelled | Trigger::Dropped, _) => Outcome::Cancelled,
+            (_, Some(Exit::Code(code))) => Outcome::Exited { code },
+            (_, Some(Exit::Signal(signal))) => Outcome::Signaled { signal },
+            (_, None) => Outcome::Exited { code: -1 },
+        };
+        tracing::debug!(
+            pid = self.leader.pid,
+            ?outcome,
+            survivors = report.survivors.len(),
+            "finished"
+        );
+        Finished {
+            outcome,
+            leader,
+            stdout,
+            stderr,
+            report,
+        }
+    }
+
+    /// Waits for the leader's exit, the time limit, or a cancellation.
+    async fn wait_for_trigger(&mut self) -> Trigger {
+        let timeout = async {
+            match self.command.timeout {
+                Some(limit) => tokio::time::sleep_until(self.started + limit).await,
+                None => std::future::pending().await,
+            }
+        };
+        let user_cancel = async {
+            match &self.command.cancel {
+                Some(token) => token.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        let exited = wait_exit(&self.leader);
+        tokio::select! {
+            biased;
+            () = self.stop.cancelled() => {
+                if self.dropped.load(Ordering::SeqCst) { Trigger::Dropped } else { Trigger::Cancelled }
+            }
+            () = user_cancel => Trigger::Cancelled,
+            () = timeout => Trigger::TimedOut,
+            () = exited => Trigger::LeaderExited,
+        }
+    }
+
+    /// Applies the policy until the tree is empty or the final bound passes.
+    async fn terminate(&mut self, report: &mut CleanupReport) {
+        let mut escalation = Escalation::new(self.command.policy);
+        loop {
+            let empty = self.tree.is_empty().unwrap_or_else(|error| {
+                report
+                    .notes
+                    .push(format!("checking the tree failed: {error}"));
+                false
+            });
+            match escalation.next(Instant::now(), empty) {
+                Step::Signal(signal) => self.send(signal, report),
+                Step::Kill => self.send(crate::Signal::KILL, report),
+                Step::WaitUntil(deadline) => {
+                    if let Err(error) = self.tree.wait_empty(deadline, escalation.killing()).await {
+                        report
+                            .notes
+                            .push(format!("waiting for the tree failed: {error}"));
+                        tokio::time::sleep_until(deadline).await;
+                    }
+                }
+                Step::Done => break,
+                Step::GiveUp => {
+                    report.survivors = self.tree.members();
+                    tracing::warn!(
+                        survivors = report.survivors.len(),
+                        "final bound passed with survivors"
+                    );
+                    break;
+                }
+            }
+        }
+        report.escalated = escalation.escalated();
+    }
+
+    fn send(&mut self, signal: crate::Signal, report: &mut CleanupReport) {
+        let at = self.started.elapsed();
+        match self.tree.signal(signal) {
+            Ok(delivered) => {
+                tracing::debug!(%signal, ?delivered, "signal sent");
+                report.signals.push(SignalSent {
+                    at,
+                    signal,
+                    delivered,
+                });
+            }
+            Err(error) => report
+                .notes
+                .push(format!("sending {signal} failed: {error}")),
+        }
+    }
+
+    /// Reaps the leader if it has exited, returning how it ended.
+    fn reap_leader(&mut self, report: &mut CleanupReport) -> Option<Exit> {
+        match sys::exit_status(self.leader.pidfd.get_ref().as_fd(), true) {
+            Ok(exit) => exit,
+            Err(error) => {
+                report
+                    .notes
+                    .push(format!("reaping the leader failed: {error}"));
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Supervision {
+    /// Reached before `run` finished only if the task was dropped (runtime
+    /// shutdown): kill synchronously, reap the leader if it is already gone.
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.tree.kill_now();
+        let until = std::time::Instant::now() + Duration::from_millis(200);
+        while std::time::Instant::now() < until {
+            if let Ok(Some(_)) = sys::exit_status(self.leader.pidfd.get_ref().as_fd(), true) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        self.tree.close();
+    }
+}
+
+/// Resolves when the leader has exited (it stays unreaped).
+async fn wait_exit(leader: &Leader) {
+    loop {
+        let Ok(mut guard) = leader.pidfd.readable().await else {
+            return std::future::pending().await;
+        };
+        match sys::exit_status(guard.get_inner().as_fd(), false) {
+            Ok(Some(_)) => return,
+            Ok(None) => guard.clear_ready(),
+            Err(error) => {
+                tracing::warn!(%error, "waiting for the leader failed");
+                return std::future::pending().await;
+            }
+        }
+    }
+}
+
+async fn finish_reader(reader: Option<Reader>, deadline: Instant) -> Captured {
+    match reader {
+        Some(reader) => reader.finish(deadline).await,
+        None => Captured::default(),
+    }
+}

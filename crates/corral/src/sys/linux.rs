@@ -1,0 +1,234 @@
+//! Linux syscalls, through `rustix` where it has them, `libc` where it does not.
+
+use std::{
+    io,
+    os::{
+        fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd},
+        unix::process::CommandExt,
+    },
+    path::Path,
+};
+
+use rustix::process::{Pid, PidfdFlags, WaitId, WaitIdOptions};
+
+use crate::{Exit, Signal};
+
+fn pid(raw: i32) -> io::Result<Pid> {
+    Pid::from_raw(raw).ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))
+}
+
+fn rustix_signal(signal: Signal) -> io::Result<rustix::process::Signal> {
+    rustix::process::Signal::from_named_raw(signal.number())
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// This process's id.
+pub(crate) fn getpid() -> i32 {
+    rustix::process::getpid().as_raw_nonzero().get()
+}
+
+/// `pidfd_open(pid, 0)`: a descriptor that refers to this one process for ever.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/pidfd_open.2.html>
+pub(crate) fn pidfd_open(raw: i32) -> io::Result<OwnedFd> {
+    Ok(rustix::process::pidfd_open(pid(raw)?, PidfdFlags::empty())?)
+}
+
+/// `pidfd_send_signal(pidfd, sig, NULL, 0)`.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/pidfd_send_signal.2.html>
+pub(crate) fn pidfd_signal(pidfd: impl AsFd, signal: Signal) -> io::Result<()> {
+    Ok(rustix::process::pidfd_send_signal(
+        pidfd,
+        rustix_signal(signal)?,
+    )?)
+}
+
+/// `kill(pid, sig)`: only for kernels without pidfds, after an identity check.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/kill.2.html>
+pub(crate) fn kill(raw: i32, signal: Signal) -> io::Result<()> {
+    Ok(rustix::process::kill_process(
+        pid(raw)?,
+        rustix_signal(signal)?,
+    )?)
+}
+
+/// `kill(-pgid, sig)`: only while the group's leader is our unreaped child, so
+/// the group id cannot have been reused.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/killpg.2.html>
+pub(crate) fn kill_group(pgid: i32, signal: Signal) -> io::Result<()> {
+    Ok(rustix::process::kill_process_group(
+        pid(pgid)?,
+        rustix_signal(signal)?,
+    )?)
+}
+
+/// `waitid(P_PIDFD, pidfd, WEXITED | WNOHANG [| WNOWAIT])`: the exit of our
+/// child, if it has exited. With `reap == false` the child stays a zombie, so
+/// its pid (and process group id) cannot be reused yet.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/waitid.2.html>
+pub(crate) fn exit_status(pidfd: BorrowedFd<'_>, reap: bool) -> io::Result<Option<Exit>> {
+    let mut options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
+    if !reap {
+        options |= WaitIdOptions::NOWAIT;
+    }
+    let Some(status) = rustix::process::waitid(WaitId::PidFd(pidfd), options)? else {
+        return Ok(None);
+    };
+    if let Some(signal) = status.terminating_signal() {
+        return Ok(Signal::from_number(signal).map(Exit::Signal));
+    }
+    Ok(status.exit_status().map(Exit::Code))
+}
+
+/// `waitpid(pid, WNOHANG)` for a zombie child adopted as subreaper. True if
+/// it was reaped.
+pub(crate) fn reap(raw: i32) -> io::Result<bool> {
+    let options = rustix::process::WaitOptions::NOHANG;
+    Ok(rustix::process::waitpid(Some(pid(raw)?), options)?.is_some())
+}
+
+/// `prctl(PR_SET_CHILD_SUBREAPER, on)`: orphans below us re-parent to us.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/PR_SET_CHILD_SUBREAPER.2const.html>
+pub(crate) fn set_child_subreaper(on: bool) -> io::Result<()> {
+    let me = on.then(rustix::process::getpid);
+    Ok(rustix::process::set_child_subreaper(me)?)
+}
+
+/// An inotify descriptor watching `path` for modification (how `cgroup.events`
+/// announces `populated 0`). Non-blocking and close-on-exec.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man7/inotify.7.html>
+pub(crate) fn watch_modified(path: &Path) -> io::Result<OwnedFd> {
+    use rustix::fs::inotify;
+    let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)?;
+    inotify::add_watch(&fd, path, inotify::WatchFlags::MODIFY)?;
+    Ok(fd)
+}
+
+/// Reads and discards pending events of a non-blocking descriptor.
+pub(crate) fn drain(fd: BorrowedFd<'_>) {
+    let mut buf = [0u8; 4096];
+    while matches!(rustix::io::read(fd, &mut buf), Ok(n) if n > 0) {}
+}
+
+/// What a freshly forked child does before `exec`.
+#[derive(Debug, Default)]
+pub(crate) struct ChildSetup<'a> {
+    /// Join this cgroup (its `cgroup.procs`, opened close-on-exec) before exec.
+    pub(crate) cgroup_procs: Option<BorrowedFd<'a>>,
+    /// Start a new process group led by the child.
+    pub(crate) new_group: bool,
+    /// Signal the child when the thread that spawned it dies.
+    pub(crate) parent_death: Option<Signal>,
+}
+
+/// Spawns `command` with `setup` applied in the child before `exec`.
+///
+/// Between fork and exec the child only makes raw, async-signal-safe system
+/// calls: `write` and `prctl`, with no allocation and no locks.
+pub(crate) fn spawn(
+    command: &mut std::process::Command,
+    setup: ChildSetup<'_>,
+) -> io::Result<std::process::Child> {
+    if setup.new_group {
+        command.process_group(0);
+    }
+    let procs_fd = setup.cgroup_procs.map(|fd| fd.as_raw_fd());
+    let death = match setup.parent_death {
+        Some(signal) => Some(rustix_signal(signal)?.as_raw()),
+        None => None,
+    };
+    let parent = getpid();
+    if procs_fd.is_some() || death.is_some() {
+        let hook = move || -> io::Result<()> {
+            if let Some(fd) = procs_fd {
+                // "0" moves the writing process itself into the cgroup.
+                // SAFETY: `fd` is open for the whole spawn (the caller borrows
+                // it); `write` is async-signal-safe and the buffer is static.
+                let written = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
+                if written != 1 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            if let Some(signal) = death {
+                // SAFETY: prctl(PR_SET_PDEATHSIG) is a plain syscall, async-signal-safe.
+                if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong) } != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // The parent may have died before the prctl took effect.
+                // SAFETY: getppid is async-signal-safe.
+                if unsafe { libc::getppid() } != parent {
+                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                }
+            }
+            Ok(())
+        };
+        // SAFETY: the hook only calls async-signal-safe functions (write,
+        // prctl, getppid) and does not allocate: `io::Error` from an OS code
+        // is stored inline.
+        unsafe { command.pre_exec(hook) };
+    }
+    command.spawn()
+}
+
+/// Whether `signal`'s disposition in this process is "ignore" (as `nohup`
+/// leaves SIGHUP), without changing it.
+pub(crate) fn is_ignored(signal: Signal) -> io::Result<bool> {
+    // SAFETY: an all-zero sigaction is a valid out-parameter.
+    let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a null `act` only queries; `current` is a valid pointer.
+    let rc = unsafe { libc::sigaction(signal.number(), std::ptr::null(), &mut current) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(current.sa_sigaction == libc::SIG_IGN)
+}
+
+/// `prctl(PR_SET_PDEATHSIG, sig)` for this process, then checks the parent
+/// did not die before it took effect: `Ok(false)` if it already had.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/PR_SET_PDEATHSIG.2const.html>
+pub(crate) fn parent_death_signal(signal: Signal, expected_parent: i32) -> io::Result<bool> {
+    rustix::process::set_parent_process_death_signal(Some(rustix_signal(signal)?))?;
+    Ok(getppid() == expected_parent)
+}
+
+/// Whether an error means the process no longer exists.
+pub(crate) fn is_gone(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(libc::ESRCH)
+}
+
+/// Whether an error means the kernel lacks the call (e.g. pidfds before 5.3).
+pub(crate) fn is_unsupported(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(libc::ENOSYS)
+}
+
+/// Registers an owned descriptor with tokio's reactor.
+pub(crate) fn async_fd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    // SAFETY: the `OwnedFd` is valid and owned by the `AsyncFd`, which closes
+    // it only after deregistering it; nothing else closes or replaces it.
+    unsafe { tokio::io::unix::AsyncFd::register(fd) }.map_err(|e| e.into_parts().1)
+}
+
+/// Whether a spawn error means the file is not an executable format.
+pub(crate) fn is_not_executable(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(libc::ENOEXEC)
+}
+
+/// This process's parent pid (0 if it has none, e.g. in a new PID namespace).
+pub(crate) fn getppid() -> i32 {
+    rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get())
+}
