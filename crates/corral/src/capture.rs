@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use tokio::{io::AsyncReadExt, task::JoinHandle};
+use tokio::{io::AsyncReadExt, sync::watch, task::JoinHandle};
 
 /// Output kept from one stream.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,10 +31,43 @@ impl Captured {
     }
 }
 
+/// A live view of a captured stream while the command runs: what was read so
+/// far, and a way to wait for more. Get one with
+/// [`Child::stdout_tap`](crate::Child::stdout_tap).
+#[derive(Debug, Clone)]
+pub struct OutputTap {
+    buffer: Arc<Mutex<Captured>>,
+    progress: watch::Receiver<u64>,
+}
+
+impl OutputTap {
+    /// A copy of the bytes captured so far.
+    pub fn snapshot(&self) -> Vec<u8> {
+        lock(&self.buffer).bytes.clone()
+    }
+
+    /// Waits until the captured bytes satisfy `predicate` (true), or the
+    /// stream ends without them doing so (false).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nothing is consumed; the captured bytes stay in place.
+    pub async fn wait_for(&mut self, mut predicate: impl FnMut(&[u8]) -> bool) -> bool {
+        loop {
+            if predicate(&lock(&self.buffer).bytes) {
+                return true;
+            }
+            if self.progress.changed().await.is_err() {
+                return predicate(&lock(&self.buffer).bytes);
+            }
+        }
+    }
+}
+
 /// A stream being read in the background.
 #[derive(Debug)]
 pub(crate) struct Reader {
     buffer: Arc<Mutex<Captured>>,
+    progress: watch::Receiver<u64>,
     task: JoinHandle<()>,
 }
 
@@ -46,6 +79,7 @@ impl Reader {
     {
         let buffer = Arc::new(Mutex::new(Captured::default()));
         let shared = Arc::clone(&buffer);
+        let (progress_tx, progress) = watch::channel(0u64);
         let task = tokio::spawn(async move {
             let mut chunk = vec![0u8; 64 * 1024];
             loop {
@@ -59,6 +93,8 @@ impl Reader {
                         let room = limit.saturating_sub(kept.bytes.len()).min(n);
                         kept.bytes.extend_from_slice(&chunk[..room]);
                         kept.dropped += (n - room) as u64;
+                        drop(kept);
+                        progress_tx.send_modify(|total| *total += n as u64);
                     }
                     Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(error) => {
@@ -68,7 +104,19 @@ impl Reader {
                 }
             }
         });
-        Self { buffer, task }
+        Self {
+            buffer,
+            progress,
+            task,
+        }
+    }
+
+    /// A live view of this stream.
+    pub(crate) fn tap(&self) -> OutputTap {
+        OutputTap {
+            buffer: Arc::clone(&self.buffer),
+            progress: self.progress.clone(),
+        }
     }
 
     /// Waits for end-of-file until `deadline`, then detaches and returns what
@@ -128,5 +176,25 @@ mod tests {
         assert_eq!(kept.bytes, b"partial");
         assert!(!kept.complete);
         drop(tx);
+    }
+
+    #[tokio::test]
+    async fn tap_sees_output_while_it_arrives() {
+        let (mut tx, rx) = tokio::io::duplex(1024);
+        let reader = Reader::start(rx, 1 << 20);
+        let mut tap = reader.tap();
+        let writer = tokio::spawn(async move {
+            tx.write_all(b"ready 1 2").await.expect("write");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            tx.write_all(b"\nmore").await.expect("write");
+            tx
+        });
+        assert!(tap.wait_for(|b| b.contains(&b'\n')).await);
+        assert!(tap.snapshot().starts_with(b"ready 1 2\n"));
+        drop(writer.await.expect("writer"));
+        assert!(
+            !tap.wait_for(|b| b.ends_with(b"never")).await,
+            "ends at end-of-file"
+        );
     }
 }

@@ -55,7 +55,7 @@ mod supervise;
 mod sys;
 pub mod terminate;
 
-pub use capture::Captured;
+pub use capture::{Captured, OutputTap};
 pub use command::{Command, DEFAULT_CAPTURE_LIMIT, Input, Leftovers, Output};
 pub use contain::{
     Backend, BackendChoice, BackendStatus, Capabilities, capabilities, claim_subreaper,

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     Backend, CleanupReport, Command, Error, Exit, Finished, Input, Leftovers, Outcome, Output,
     SignalSent, SpawnFailure, Trigger,
-    capture::{Captured, Reader},
+    capture::{Captured, OutputTap, Reader},
     contain::{self, Leader, Tree},
     identity, sys,
     terminate::{Escalation, Step},
@@ -54,12 +54,26 @@ pub struct Child {
     stdin: Option<ChildStdin>,
     stdout: Option<ChildOutput>,
     stderr: Option<ChildOutput>,
+    stdout_tap: Option<OutputTap>,
+    stderr_tap: Option<OutputTap>,
     stop: CancellationToken,
     dropped: Arc<AtomicBool>,
     result: Option<oneshot::Receiver<Finished>>,
 }
 
 impl Child {
+    /// A live view of captured standard output ([`Output::Capture`]): what was
+    /// produced so far, while the command runs. The full capture still comes
+    /// in [`Finished::stdout`].
+    pub fn stdout_tap(&self) -> Option<OutputTap> {
+        self.stdout_tap.clone()
+    }
+
+    /// A live view of captured standard error ([`Output::Capture`]).
+    pub fn stderr_tap(&self) -> Option<OutputTap> {
+        self.stderr_tap.clone()
+    }
+
     /// The leader's process id.
     pub fn id(&self) -> i32 {
         self.pid
@@ -190,6 +204,8 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
     };
     // From here on the leader is reaped through its pidfd, never through `spawned`.
     drop(spawned);
+    let stdout_tap = stdout_reader.as_ref().map(Reader::tap);
+    let stderr_tap = stderr_reader.as_ref().map(Reader::tap);
 
     let stop = CancellationToken::new();
     let dropped = Arc::new(AtomicBool::new(false));
@@ -217,6 +233,8 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
         stdin,
         stdout,
         stderr,
+        stdout_tap,
+        stderr_tap,
         stop,
         dropped,
         result: Some(receiver),

@@ -221,9 +221,10 @@ impl CgroupTree {
         }
         let mut delivered = 0;
         for pid in self.pids()? {
-            if identity::signal_if(pid, signal, || Ok(self.holds(pid)))? == identity::Delivery::Sent
-            {
-                delivered += 1;
+            match identity::signal_if(pid, signal, || Ok(self.holds(pid))) {
+                Ok(identity::Delivery::Sent) => delivered += 1,
+                Ok(identity::Delivery::Gone) => {}
+                Err(error) => tracing::warn!(pid, %signal, %error, "signal failed"),
             }
         }
         Ok(Some(delivered))

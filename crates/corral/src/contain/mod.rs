@@ -93,6 +93,8 @@ pub struct Capabilities {
     pub auto: Backend,
     /// Whether the kernel has pidfds (signals by identity, not by number).
     pub pidfd: bool,
+    /// Where leaf cgroups are created, when the cgroup backend is available.
+    pub cgroup_parent: Option<PathBuf>,
 }
 
 static SUBREAPER_CLAIMED: AtomicBool = AtomicBool::new(false);
@@ -121,6 +123,7 @@ pub fn capabilities() -> Capabilities {
         backends,
         auto,
         pidfd,
+        cgroup_parent: cgroup::probe().ok(),
     }
 }
 

@@ -5,7 +5,7 @@
 //! plus start time), and emptiness is polled, since no kernel notification
 //! exists for "no process matches this rule".
 
-use std::{io, time::Duration};
+use std::{collections::HashSet, io, time::Duration};
 
 use tokio::time::Instant;
 
@@ -61,30 +61,53 @@ impl Rule {
 #[derive(Debug)]
 pub(crate) struct ScannedTree {
     rule: Rule,
+    /// Every process once judged a member, by identity. It stays a member
+    /// (with its descendants) after its parent exits and the rule alone would
+    /// lose it, e.g. a `setsid` child once the group leader has died.
+    known: HashSet<(i32, u64)>,
 }
 
 impl ScannedTree {
     pub(crate) fn new(rule: Rule) -> Self {
-        Self { rule }
+        Self {
+            rule,
+            known: HashSet::new(),
+        }
     }
 
-    fn scan(&self) -> io::Result<Vec<Stat>> {
+    fn scan(&mut self) -> io::Result<Vec<Stat>> {
         let table = identity::all_processes()?;
         self.rule.tidy(&table);
-        Ok(self
-            .rule
-            .members(&table)
-            .into_iter()
-            .filter(Stat::is_running)
-            .collect())
+        let mut members = self.rule.members(&table);
+        let still_known: Vec<i32> = table
+            .iter()
+            .filter(|s| self.known.contains(&(s.pid, s.start_time)))
+            .map(|s| s.pid)
+            .collect();
+        for stat in descendants(&table, &still_known) {
+            if !members.iter().any(|m| m.pid == stat.pid) {
+                members.push(stat);
+            }
+        }
+        members.retain(Stat::is_running);
+        self.known
+            .extend(members.iter().map(|m| (m.pid, m.start_time)));
+        Ok(members)
     }
 
+    /// Sends `signal` to every member: first the scan (so that a leader dying
+    /// of the signal cannot disconnect its children before they are seen),
+    /// then the group-wide signal where there is one, then each member by
+    /// identity. A member that cannot be signalled does not stop the others.
     pub(crate) fn signal(&mut self, signal: Signal) -> io::Result<usize> {
+        let members = self.scan()?;
         self.rule.signal_wholesale(signal)?;
         let mut delivered = 0;
-        for member in self.scan()? {
-            if identity::signal_verified(member.pid, member.start_time, signal)? == Delivery::Sent {
-                delivered += 1;
+        for member in members {
+            match identity::signal_verified(member.pid, member.start_time, signal) {
+                Ok(Delivery::Sent) => delivered += 1,
+                Ok(Delivery::Gone) => {}
+                Err(error) => tracing::warn!(pid = member.pid, %signal, %error, "signal failed"),
             }
         }
         Ok(delivered)

@@ -11,7 +11,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{Leader, scan::descendants};
-use crate::{identity::Stat, sys};
+use crate::{
+    identity::{self, Stat},
+    sys,
+};
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
@@ -25,7 +28,11 @@ pub(crate) fn probe() -> Result<(), String> {
 
 /// The process-wide subreaper role, held by one tree at a time.
 #[derive(Debug)]
-pub(crate) struct Claim(());
+pub(crate) struct Claim {
+    /// Our children (pid, start time) from before the spawn: never members,
+    /// however close their start time is to the leader's.
+    preexisting: Vec<(i32, u64)>,
+}
 
 impl Claim {
     pub(crate) fn acquire() -> Result<Self, String> {
@@ -43,7 +50,14 @@ impl Claim {
             ACTIVE.store(false, Ordering::SeqCst);
             return Err(format!("PR_SET_CHILD_SUBREAPER failed: {error}"));
         }
-        Ok(Self(()))
+        let me = sys::getpid();
+        let preexisting = identity::all_processes()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|s| s.ppid == me)
+            .map(|s| (s.pid, s.start_time))
+            .collect();
+        Ok(Self { preexisting })
     }
 }
 
@@ -62,6 +76,7 @@ pub(crate) struct Rule {
     me: i32,
     leader: i32,
     leader_start: u64,
+    preexisting: Vec<(i32, u64)>,
     claim: Option<Claim>,
 }
 
@@ -71,13 +86,17 @@ impl Rule {
             me: sys::getpid(),
             leader: leader.pid,
             leader_start: leader.start_time,
+            preexisting: claim.preexisting.clone(),
             claim: Some(claim),
         }
     }
 
     fn adopted<'t>(&self, table: &'t [Stat]) -> impl Iterator<Item = &'t Stat> {
         table.iter().filter(move |s| {
-            s.ppid == self.me && s.pid != self.leader && s.start_time >= self.leader_start
+            s.ppid == self.me
+                && s.pid != self.leader
+                && s.start_time >= self.leader_start
+                && !self.preexisting.contains(&(s.pid, s.start_time))
         })
     }
 
@@ -112,6 +131,7 @@ mod tests {
             me,
             leader,
             leader_start,
+            preexisting: vec![(97, 50)],
             claim: None,
         }
     }
@@ -126,6 +146,7 @@ mod tests {
             stat(104, 103, 103, 53), // its child
             stat(99, 100, 99, 40),   // our older child: a bystander
             stat(98, 99, 99, 41),    // the bystander's child
+            stat(97, 100, 97, 50),   // our child from before the spawn, same tick as the leader
             stat(200, 1, 200, 60),   // unrelated
         ];
         let mut pids: Vec<i32> = rule(100, 101, 50)
