@@ -299,6 +299,62 @@ async fn normal_exit(backend: Backend) {
     assert!(bystander.is_running());
 }
 
+/// `Leftovers::Release`: what the leader leaves behind keeps running, is
+/// listed in the report, the output is drained for a bounded time only, and
+/// no cgroup directory is left (members move to the parent cgroup).
+async fn release(backend: Backend) {
+    let drain = Duration::from_millis(200);
+    let started = Instant::now();
+    let result = Command::new(fixture_path())
+        .args(["leave-children", "2"])
+        .backend(BackendChoice::Only(backend))
+        .leftovers(corral::Leftovers::Release { drain })
+        .run()
+        .await;
+    let finished = match result {
+        Ok(finished) => finished,
+        Err(Error::BackendUnavailable { reason, .. }) => return skip(backend, &reason),
+        Err(error) => panic!("{error}"),
+    };
+    let elapsed = started.elapsed();
+    let stdout = finished.stdout.text();
+    let procs = parse_ready(stdout.lines().next().unwrap_or_default());
+    let _cleanup = Leftovers(procs.clone());
+    assert_eq!(finished.outcome, Outcome::Exited { code: 0 });
+    assert!(
+        finished.report.signals.is_empty(),
+        "released, not signalled"
+    );
+    assert!(elapsed < drain + SLACK, "drain not bounded: {elapsed:?}");
+    assert!(
+        !finished.stdout.complete,
+        "the children still hold stdout: the reader detached"
+    );
+    let released: Vec<i32> = finished.report.released.iter().map(|p| p.pid).collect();
+    // The group backend cannot see the child that left the session (index 2).
+    let expected: Vec<i32> = match backend {
+        Backend::Group => vec![procs[1].pid],
+        _ => vec![procs[1].pid, procs[2].pid],
+    };
+    let mut sorted = released.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, expected);
+    for child in &procs[1..] {
+        assert!(
+            is_running(child),
+            "released process {child:?} must keep running"
+        );
+    }
+    if let Some(cgroup) = &finished.report.cgroup {
+        assert!(!finished.report.cgroup_left);
+        assert!(
+            !cgroup.exists(),
+            "released members moved out and the leaf removed"
+        );
+    }
+    kill_leftovers(&procs);
+}
+
 fn leaves(parent: &Option<PathBuf>) -> usize {
     let Some(parent) = parent else { return 0 };
     let prefix = format!("corral-{}-", std::process::id());
@@ -404,6 +460,11 @@ macro_rules! backend {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn normal_exit() {
                 super::normal_exit($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn release() {
+                super::release($backend).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -219,6 +219,38 @@ mod tests {
         assert!(command_line(&me).len() > 1);
     }
 
+    /// The guard against signalling a recycled pid: a process whose start
+    /// time is not the one corral saw is never signalled.
+    #[test]
+    fn never_signals_a_process_with_another_start_time() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id() as i32;
+        let real = read_stat(pid).expect("stat").start_time;
+        let impostor = signal_verified(pid, real + 1, Signal::KILL).expect("checked");
+        assert_eq!(impostor, Delivery::Gone);
+        assert!(
+            read_stat(pid).expect("still there").is_running(),
+            "a stranger was killed"
+        );
+        assert_eq!(
+            signal_verified(pid, real, Signal::KILL).expect("sent"),
+            Delivery::Sent
+        );
+        let status = child.wait().expect("reaped");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9)
+        );
+        // Gone for good: reaped, nothing to signal.
+        assert_eq!(
+            signal_verified(pid, real, Signal::KILL).expect("checked"),
+            Delivery::Gone
+        );
+    }
+
     #[test]
     fn zombie_is_not_running() {
         let mut stat = parse_stat(SAMPLE).expect("parses");
