@@ -70,6 +70,8 @@ pub struct Command {
     pub(crate) backend: BackendChoice,
     pub(crate) leftovers: Leftovers,
     pub(crate) capture_limit: usize,
+    pub(crate) watchdog: bool,
+    pub(crate) ledger: bool,
 }
 
 /// The default cap on captured bytes per stream (64 MiB); the rest is counted
@@ -94,6 +96,8 @@ impl Command {
             backend: BackendChoice::Auto,
             leftovers: Leftovers::default(),
             capture_limit: DEFAULT_CAPTURE_LIMIT,
+            watchdog: true,
+            ledger: true,
         }
     }
 
@@ -205,6 +209,30 @@ impl Command {
     pub fn capture_limit(mut self, bytes: usize) -> Self {
         self.capture_limit = bytes;
         self
+    }
+
+    /// Whether a watchdog process kills the tree if this process dies without
+    /// cleaning up (default on; see [`crate::watchdog`]). Off, or without a
+    /// watchdog executable, the report says the guard is off.
+    pub fn watchdog(mut self, on: bool) -> Self {
+        self.watchdog = on;
+        self
+    }
+
+    /// Whether the tree is recorded in the crash ledger (default on; see
+    /// [`crate::ledger`]).
+    pub fn ledger(mut self, on: bool) -> Self {
+        self.ledger = on;
+        self
+    }
+
+    /// The command line, arguments joined by spaces, for messages.
+    pub fn display(&self) -> String {
+        std::iter::once(&self.program)
+            .chain(&self.args)
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// The program as given, for messages.

@@ -25,13 +25,20 @@ use crate::{
     SignalSent, SpawnFailure, Trigger,
     capture::{Captured, OutputTap, Reader},
     contain::{self, Leader, Tree},
-    identity, sys,
+    identity,
+    owner::{self, Registration},
+    sys,
     terminate::{Escalation, Step},
 };
 
 /// After the tree is empty every writer of the output pipes is gone; this
 /// bounds reading what is still buffered in them.
 const DRAIN_AFTER_EMPTY: Duration = Duration::from_millis(250);
+
+/// When a tree found by scanning `/proc` is first re-scanned while it runs,
+/// and how often after that.
+const REFRESH_FIRST: Duration = Duration::from_millis(100);
+const REFRESH_EVERY: Duration = Duration::from_millis(250);
 
 /// The writing end of the command's standard input ([`Input::Piped`]).
 pub type ChildStdin = pipe::Sender;
@@ -137,8 +144,10 @@ impl Drop for Child {
 /// Spawns `command` and starts its supervisor task.
 pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
     check_cwd(&command)?;
+    owner::startup_sweep();
     let prepared = contain::prepare(command.backend)?;
     let backend = prepared.backend();
+    let mut registration = Registration::before_spawn(&command, backend, prepared.cgroup_path());
     let mut std_command = std_command(&command);
     let mut spawned = sys::spawn(&mut std_command, prepared.child_setup())
         .map_err(|source| spawn_error(&command, source))?;
@@ -158,6 +167,7 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
             return Err(error);
         }
     };
+    registration.spawned(&leader);
     let cgroup = tree.cgroup_path();
     tracing::debug!(pid, %backend, program = %command.program(), "spawned");
 
@@ -213,6 +223,7 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
     let supervision = Supervision {
         tree,
         leader,
+        registration,
         backend,
         command,
         started,
@@ -326,6 +337,7 @@ fn open_leader(pid: i32) -> Result<Leader, Error> {
 struct Supervision {
     tree: Tree,
     leader: Leader,
+    registration: Registration,
     backend: Backend,
     command: Command,
     started: Instant,
@@ -353,7 +365,7 @@ impl Supervision {
             cgroup_left: false,
             run_time: triggered - self.started,
             cleanup_time: Duration::ZERO,
-            notes: Vec::new(),
+            notes: std::mem::take(&mut self.registration.notes),
         };
         let release = match (trigger, self.command.leftovers) {
             (Trigger::LeaderExited, Leftovers::Release { drain }) => Some(drain),
@@ -368,6 +380,7 @@ impl Supervision {
         }
         report.cleanup_time = triggered.elapsed();
         let leader = self.reap_leader(&mut report);
+        self.registration.finished(!report.survivors.is_empty());
         self.finished = true;
 
         let drain_until = Instant::now() + release.unwrap_or(DRAIN_AFTER_EMPTY);
@@ -396,28 +409,44 @@ impl Supervision {
     }
 
     /// Waits for the leader's exit, the time limit, or a cancellation.
+    ///
+    /// Meanwhile a tree found by scanning `/proc` is re-scanned now and then,
+    /// so that members which later lose their link to the leader (a `setsid`
+    /// child whose parent exits) stay known, also to the watchdog.
     async fn wait_for_trigger(&mut self) -> Trigger {
-        let timeout = async {
-            match self.command.timeout {
-                Some(limit) => tokio::time::sleep_until(self.started + limit).await,
+        let deadline = self.command.timeout.map(|limit| self.started + limit);
+        let user_token = self.command.cancel.clone();
+        let timeout = async move {
+            match deadline {
+                Some(deadline) => tokio::time::sleep_until(deadline).await,
                 None => std::future::pending().await,
             }
         };
-        let user_cancel = async {
-            match &self.command.cancel {
+        let user_cancel = async move {
+            match user_token {
                 Some(token) => token.cancelled().await,
                 None => std::future::pending().await,
             }
         };
         let exited = wait_exit(&self.leader);
-        tokio::select! {
-            biased;
-            () = self.stop.cancelled() => {
-                if self.dropped.load(Ordering::SeqCst) { Trigger::Dropped } else { Trigger::Cancelled }
+        tokio::pin!(timeout, user_cancel, exited);
+        let mut refresh = tokio::time::interval_at(self.started + REFRESH_FIRST, REFRESH_EVERY);
+        let scanned = self.tree.cgroup_path().is_none();
+        loop {
+            tokio::select! {
+                biased;
+                () = self.stop.cancelled() => {
+                    return if self.dropped.load(Ordering::SeqCst) { Trigger::Dropped } else { Trigger::Cancelled };
+                }
+                () = &mut user_cancel => return Trigger::Cancelled,
+                () = &mut timeout => return Trigger::TimedOut,
+                () = &mut exited => return Trigger::LeaderExited,
+                _ = refresh.tick(), if scanned => {
+                    if let Some(members) = self.tree.refresh() {
+                        self.registration.members(members);
+                    }
+                }
             }
-            () = user_cancel => Trigger::Cancelled,
-            () = timeout => Trigger::TimedOut,
-            () = exited => Trigger::LeaderExited,
         }
     }
 

@@ -149,6 +149,10 @@ impl Leaf {
         }
     }
 
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// `cgroup.procs`, open for writing (close-on-exec, as std opens files).
     pub(crate) fn procs(&self) -> &OwnedFd {
         &self.procs
@@ -334,11 +338,17 @@ impl Drop for CgroupTree {
     }
 }
 
+/// Where the cgroup v2 hierarchy is mounted (read once).
+pub(crate) fn mount() -> Option<&'static Path> {
+    static MOUNT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    MOUNT
+        .get_or_init(|| find_v2_mount(&fs::read_to_string("/proc/self/mountinfo").ok()?))
+        .as_deref()
+}
+
 /// The leaf's path as `/proc/PID/cgroup` shows it (relative to the mount).
 fn own_relative(path: &Path) -> Option<String> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mount = find_v2_mount(&mountinfo)?;
-    let relative = path.strip_prefix(mount).ok()?;
+    let relative = path.strip_prefix(mount()?).ok()?;
     Some(format!("/{}", relative.display()))
 }
 

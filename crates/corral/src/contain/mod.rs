@@ -18,6 +18,9 @@ mod group;
 mod scan;
 mod subreaper;
 
+pub(crate) use cgroup::mount as cgroup_mount;
+pub(crate) use scan::descendants;
+
 use std::{
     fmt,
     os::fd::{AsFd, OwnedFd},
@@ -25,13 +28,13 @@ use std::{
     sync::atomic::{AtomicBool, Ordering},
 };
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::{Error, ProcessInfo, Signal, sys};
 
 /// A containment backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Backend {
     /// cgroup v2 leaf per invocation.
@@ -208,6 +211,14 @@ impl Prepared {
         }
     }
 
+    /// The leaf cgroup, with the cgroup backend.
+    pub(crate) fn cgroup_path(&self) -> Option<PathBuf> {
+        match self {
+            Prepared::Cgroup(leaf) => Some(leaf.path().to_owned()),
+            _ => None,
+        }
+    }
+
     /// What the child must do before exec.
     pub(crate) fn child_setup(&self) -> sys::ChildSetup<'_> {
         match self {
@@ -258,6 +269,15 @@ impl Tree {
         match self {
             Tree::Cgroup(tree) => Some(tree.path().to_owned()),
             Tree::Scanned(_) => None,
+        }
+    }
+
+    /// Re-scans a tree found through `/proc`; returns every member known so
+    /// far if that grew. `None` for a cgroup, which needs no scan.
+    pub(crate) fn refresh(&mut self) -> Option<Vec<crate::ledger::Identity>> {
+        match self {
+            Tree::Cgroup(_) => None,
+            Tree::Scanned(tree) => tree.refresh(),
         }
     }
 

@@ -95,6 +95,20 @@ impl ScannedTree {
         Ok(members)
     }
 
+    /// Scans; returns every member known so far if that set grew.
+    pub(crate) fn refresh(&mut self) -> Option<Vec<crate::ledger::Identity>> {
+        let before = self.known.len();
+        if let Err(error) = self.scan() {
+            tracing::debug!(%error, "re-scan failed");
+        }
+        (self.known.len() > before).then(|| {
+            self.known
+                .iter()
+                .map(|&(pid, start_time)| crate::ledger::Identity { pid, start_time })
+                .collect()
+        })
+    }
+
     /// Sends `signal` to every member: first the scan (so that a leader dying
     /// of the signal cannot disconnect its children before they are seen),
     /// then the group-wide signal where there is one, then each member by

@@ -97,6 +97,7 @@ impl Rule {
                 && s.pid != self.leader
                 && s.start_time >= self.leader_start
                 && !self.preexisting.contains(&(s.pid, s.start_time))
+                && !crate::watchdog::is_helper(s.pid, s.start_time)
         })
     }
 

@@ -232,3 +232,69 @@ pub(crate) fn is_not_executable(error: &io::Error) -> bool {
 pub(crate) fn getppid() -> i32 {
     rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get())
 }
+
+/// The effective user id.
+pub(crate) fn geteuid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// Makes sure `dir` is a directory owned by us and writable by nobody else
+/// (mode 0700 is set on a directory we own), since its files steer signals.
+pub(crate) fn secure_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.is_dir() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} is not a directory", dir.display())));
+    }
+    if meta.uid() != geteuid() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{} belongs to uid {}, not to us: refusing to trust it", dir.display(), meta.uid()),
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to a new file at `path` (mode 0600) and fsyncs it.
+pub(crate) fn write_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::{io::Write, os::unix::fs::OpenOptionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+/// fsyncs a directory, making a rename inside it durable.
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Blocks until `fd` is readable (a pidfd: until its process exits).
+pub(crate) fn wait_readable(fd: BorrowedFd<'_>) -> io::Result<()> {
+    use rustix::event::{PollFd, PollFlags, poll};
+    loop {
+        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+        match poll(&mut fds, None) {
+            Ok(_) if !fds[0].revents().is_empty() => return Ok(()),
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
+/// Sets `signal` to be ignored by this process.
+pub(crate) fn ignore(signal: Signal) -> io::Result<()> {
+    // SAFETY: SIG_IGN installs no handler code; `signal` is a valid number.
+    if unsafe { libc::signal(signal.number(), libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -1,0 +1,206 @@
+//! The crash ledger: a durable record of every live tree, so that a tree whose
+//! owner *and* watchdog died (or whose owner crashed before the watchdog
+//! knew of it) can still be found and ended later, by `corral reap` or by the
+//! owner's successor at start-up.
+//!
+//! One JSON file per tree in the ledger directory, written atomically
+//! (temporary file, fsync, rename, fsync of the directory) so a reader never
+//! sees half a record, and removed when the tree is gone. Nothing in a record
+//! is trusted: every process it names is identity-checked (pid with start time
+//! and boot id) before any signal, and a cgroup path must lie inside the
+//! cgroup v2 mount and be one of corral's leaves.
+
+pub(crate) mod record;
+mod sweep;
+
+use std::{
+    fs, io,
+    path::{Path, PathBuf},
+    sync::{Mutex, OnceLock},
+};
+
+pub use record::{Identity, Record};
+pub use sweep::{Entry, Owner, Sweep, SweepAction, list, sweep, terminate};
+
+use crate::sys;
+
+static DIR_OVERRIDE: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Uses `dir` for the ledger of this process instead of the default.
+pub fn set_dir(dir: impl Into<PathBuf>) {
+    *DIR_OVERRIDE.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(dir.into());
+}
+
+/// The ledger directory: [`set_dir`], else `$CORRAL_LEDGER_DIR`, else
+/// `$XDG_RUNTIME_DIR/corral`, else `/run/corral` for root, else
+/// `$TMPDIR/corral-UID`.
+pub fn dir() -> PathBuf {
+    if let Some(dir) = DIR_OVERRIDE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+    {
+        return dir;
+    }
+    if let Some(dir) = std::env::var_os("CORRAL_LEDGER_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        return Path::new(&runtime).join("corral");
+    }
+    let uid = sys::geteuid();
+    if uid == 0 {
+        return PathBuf::from("/run/corral");
+    }
+    std::env::temp_dir().join(format!("corral-{uid}"))
+}
+
+/// Creates the ledger directory (mode 0700) and checks that nobody else can
+/// write to it, since its records steer signals.
+fn ensure_dir(dir: &Path) -> io::Result<()> {
+    match fs::create_dir_all(dir) {
+        Ok(()) => {}
+        Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(error) => return Err(error),
+    }
+    sys::secure_dir(dir)
+}
+
+/// The current boot's id (`/proc/sys/kernel/random/boot_id`): processes and
+/// cgroups named in a record from another boot are long gone.
+pub fn boot_id() -> String {
+    static BOOT: OnceLock<String> = OnceLock::new();
+    BOOT.get_or_init(|| {
+        fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default()
+    })
+    .clone()
+}
+
+fn path_of(dir: &Path, id: &str) -> PathBuf {
+    dir.join(format!("{id}.json"))
+}
+
+/// Publishes `record` atomically (temp file, fsync, rename, fsync dir).
+///
+/// # Errors
+/// If the directory cannot be created or written.
+pub fn write(record: &Record) -> io::Result<()> {
+    let dir = dir();
+    ensure_dir(&dir)?;
+    let target = path_of(&dir, &record.id);
+    let temporary = dir.join(format!(".{}.tmp", record.id));
+    let bytes = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
+    sys::write_durably(&temporary, &bytes)?;
+    if let Err(error) = fs::rename(&temporary, &target) {
+        let _ = fs::remove_file(&temporary);
+        return Err(error);
+    }
+    sys::sync_dir(&dir)
+}
+
+/// Removes the record with this id; a missing record is not an error.
+///
+/// # Errors
+/// If the file exists but cannot be removed.
+pub fn remove(id: &str) -> io::Result<()> {
+    remove_in(&dir(), id)
+}
+
+pub(crate) fn remove_in(dir: &Path, id: &str) -> io::Result<()> {
+    match fs::remove_file(path_of(dir, id)) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+        _ => Ok(()),
+    }
+}
+
+/// A ledger file that could not be used, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    /// The file.
+    pub path: PathBuf,
+    /// Why it was skipped.
+    pub reason: String,
+}
+
+/// Every record in `dir`, and the files that were skipped (torn, corrupt, of
+/// another version). A missing directory is an empty ledger.
+pub fn load(dir: &Path) -> (Vec<Record>, Vec<Unreadable>) {
+    let mut records = Vec::new();
+    let mut skipped = Vec::new();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return (records, skipped);
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || !name.ends_with(".json") {
+            continue;
+        }
+        let parsed = fs::read(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| Record::parse(&bytes));
+        match parsed {
+            Ok(record) if path_of(dir, &record.id) == path => records.push(record),
+            Ok(record) => skipped.push(Unreadable {
+                path,
+                reason: format!("its id {:?} does not match the file name", record.id),
+            }),
+            Err(reason) => skipped.push(Unreadable { path, reason }),
+        }
+    }
+    records.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+    (records, skipped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("corral-ledger-test-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn write_load_remove_round_trip() {
+        let dir = temp_dir("roundtrip");
+        set_dir(&dir);
+        let record = Record::sample("t1");
+        write(&record).expect("written");
+        let (records, skipped) = load(&dir);
+        assert_eq!(records, vec![record]);
+        assert!(skipped.is_empty());
+        remove("t1").expect("removed");
+        remove("t1").expect("removing twice is fine");
+        assert!(load(&dir).0.is_empty());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn torn_and_corrupt_files_are_skipped_with_a_reason() {
+        let dir = temp_dir("corrupt");
+        fs::create_dir_all(&dir).expect("dir");
+        let good = Record::sample("good");
+        fs::write(dir.join("good.json"), serde_json::to_vec(&good).expect("json")).expect("write");
+        let full = serde_json::to_vec(&Record::sample("torn")).expect("json");
+        fs::write(dir.join("torn.json"), &full[..full.len() / 2]).expect("write");
+        fs::write(dir.join("garbage.json"), b"\x00\xffnot json").expect("write");
+        fs::write(dir.join("renamed.json"), serde_json::to_vec(&Record::sample("other")).expect("json"))
+            .expect("write");
+        fs::write(dir.join(".inflight.tmp"), b"{").expect("write");
+        let (records, skipped) = load(&dir);
+        assert_eq!(records, vec![good]);
+        let mut names: Vec<String> = skipped
+            .iter()
+            .map(|u| u.path.file_name().unwrap_or_default().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["garbage.json", "renamed.json", "torn.json"]);
+        assert!(skipped.iter().all(|u| !u.reason.is_empty()));
+        let _ = fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,231 @@
+//! Finding and ending the trees that ledger records name, by identity only.
+
+use std::{
+    fs,
+    path::Path,
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use serde::Serialize;
+
+use super::{Record, Unreadable, boot_id, load, record::is_corral_leaf, remove_in};
+use crate::{
+    Backend, ProcessInfo, Signal,
+    contain::{cgroup_mount, descendants},
+    identity::{self, Stat},
+};
+
+/// How long ending one recorded tree may take before it is reported as
+/// having survivors.
+const BOUND: Duration = Duration::from_secs(1);
+
+/// Whether a record's owner still runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Owner {
+    /// The owner (same pid and start time) is running: the tree is in use.
+    Alive,
+    /// The owner is gone: the tree, if any of it is left, is orphaned.
+    Dead,
+    /// The record is from another boot: nothing it names exists any more.
+    OtherBoot,
+}
+
+/// A record as `corral ps` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Entry {
+    /// The record.
+    pub record: Record,
+    /// Its owner's state.
+    pub owner: Owner,
+    /// Seconds since the record was created.
+    pub age_secs: u64,
+    /// The tree's running members, found by identity.
+    pub members: Vec<ProcessInfo>,
+}
+
+/// What a sweep did (or, dry, would do) with one record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum SweepAction {
+    /// The owner is alive: left alone.
+    Skipped,
+    /// Nothing of the tree was left (or the record is from another boot):
+    /// the record was dropped without signalling anything.
+    Dropped,
+    /// The tree's members were killed (`would_kill` in a dry run).
+    Killed {
+        /// The members found, by identity.
+        members: Vec<ProcessInfo>,
+        /// Members still running after the bound.
+        survivors: Vec<ProcessInfo>,
+    },
+}
+
+/// The result of a sweep.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sweep {
+    /// Whether nothing was signalled or removed.
+    pub dry_run: bool,
+    /// One action per record.
+    pub actions: Vec<(Record, SweepAction)>,
+    /// Files skipped as unreadable (with a warning each).
+    #[serde(skip)]
+    pub skipped: Vec<Unreadable>,
+}
+
+fn owner_state(record: &Record) -> Owner {
+    if record.boot_id != boot_id() {
+        return Owner::OtherBoot;
+    }
+    match identity::read_stat(record.owner.pid) {
+        Ok(stat) if stat.start_time == record.owner.start_time && stat.is_running() => Owner::Alive,
+        _ => Owner::Dead,
+    }
+}
+
+/// The running members of the recorded tree, found by identity only: the
+/// cgroup's members, or the leader (same pid and start time) and its
+/// descendants. Nothing else, so a pid now used by another process is never
+/// listed.
+pub(crate) fn members_of(record: &Record) -> Vec<Stat> {
+    if record.boot_id != boot_id() {
+        return Vec::new();
+    }
+    if let Some(cgroup) = &record.cgroup {
+        if !is_corral_leaf(cgroup) || !cgroup_mount().is_some_and(|m| cgroup.starts_with(m)) {
+            return Vec::new();
+        }
+        let procs = fs::read_to_string(cgroup.join("cgroup.procs")).unwrap_or_default();
+        return procs
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .filter_map(|pid| identity::read_stat(pid).ok())
+            .filter(Stat::is_running)
+            .collect();
+    }
+    let Ok(table) = identity::all_processes() else { return Vec::new() };
+    let holds = |who: &crate::ledger::Identity| table.iter().any(|s| s.pid == who.pid && s.start_time == who.start_time);
+    let leader_holds = record.leader.as_ref().is_some_and(holds);
+    let roots: Vec<i32> = record
+        .leader
+        .iter()
+        .chain(&record.members)
+        .filter(|who| holds(who))
+        .map(|who| who.pid)
+        .collect();
+    let mut found = descendants(&table, &roots);
+    if let (Backend::Group, true, Some(leader)) = (record.backend, leader_holds, record.leader) {
+        // The leader's identity still holds, so its group id is still ours.
+        for stat in table.iter().filter(|s| s.pgid == leader.pid && s.start_time >= leader.start_time) {
+            if !found.iter().any(|m| m.pid == stat.pid) {
+                found.push(stat.clone());
+            }
+        }
+    }
+    found.retain(Stat::is_running);
+    found
+}
+
+/// Kills the recorded tree (`SIGKILL`, by identity or `cgroup.kill`), waits up
+/// to a second for it to empty, and removes the cgroup leaf. Used by the
+/// watchdog when the owner dies, and by [`sweep`].
+pub fn terminate(record: &Record) -> SweepAction {
+    let found = members_of(record);
+    let cgroup_exists = record.cgroup.as_ref().is_some_and(|c| c.exists() && members_allowed(c));
+    if found.is_empty() && !cgroup_exists {
+        return SweepAction::Dropped;
+    }
+    let described: Vec<ProcessInfo> = found.iter().map(identity::describe).collect();
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let left = members_of(record);
+        if left.is_empty() || Instant::now() >= deadline {
+            break;
+        }
+        match &record.cgroup {
+            Some(cgroup) => {
+                let _ = fs::write(cgroup.join("cgroup.kill"), b"1");
+            }
+            None => {
+                for stat in &left {
+                    let _ = identity::signal_verified(stat.pid, stat.start_time, Signal::KILL);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if let Some(cgroup) = record.cgroup.as_ref().filter(|c| members_allowed(c)) {
+        let _ = fs::remove_dir(cgroup);
+    }
+    let survivors = members_of(record).iter().map(identity::describe).collect();
+    SweepAction::Killed {
+        members: described,
+        survivors,
+    }
+}
+
+fn members_allowed(cgroup: &Path) -> bool {
+    is_corral_leaf(cgroup) && cgroup_mount().is_some_and(|m| cgroup.starts_with(m))
+}
+
+/// Ends every recorded tree whose owner is dead and drops its record; with
+/// `dry_run`, only says what it would do. `only` narrows the sweep (the
+/// library's start-up sweep passes records of its own executable).
+pub fn sweep(dir: &Path, dry_run: bool, only: impl Fn(&Record) -> bool) -> Sweep {
+    let (records, skipped) = load(dir);
+    for unreadable in &skipped {
+        tracing::warn!(path = %unreadable.path.display(), reason = %unreadable.reason, "skipping ledger file");
+    }
+    let mut actions = Vec::new();
+    for record in records.into_iter().filter(|r| only(r)) {
+        let action = match owner_state(&record) {
+            Owner::Alive => SweepAction::Skipped,
+            Owner::OtherBoot => SweepAction::Dropped,
+            Owner::Dead if dry_run => {
+                let found: Vec<ProcessInfo> = members_of(&record).iter().map(identity::describe).collect();
+                if found.is_empty() {
+                    SweepAction::Dropped
+                } else {
+                    SweepAction::Killed {
+                        members: found,
+                        survivors: Vec::new(),
+                    }
+                }
+            }
+            Owner::Dead => terminate(&record),
+        };
+        let done = match &action {
+            SweepAction::Dropped => true,
+            SweepAction::Killed { survivors, .. } => survivors.is_empty(),
+            SweepAction::Skipped => false,
+        };
+        if done && !dry_run {
+            if let Err(error) = remove_in(dir, &record.id) {
+                tracing::warn!(id = %record.id, %error, "could not remove a ledger record");
+            }
+        }
+        actions.push((record, action));
+    }
+    Sweep {
+        dry_run,
+        actions,
+        skipped,
+    }
+}
+
+/// Every record with its owner's state and its live members.
+pub fn list(dir: &Path) -> (Vec<Entry>, Vec<Unreadable>) {
+    let (records, skipped) = load(dir);
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let entries = records
+        .into_iter()
+        .map(|record| Entry {
+            owner: owner_state(&record),
+            age_secs: now.saturating_sub(record.created_at),
+            members: members_of(&record).iter().map(identity::describe).collect(),
+            record,
+        })
+        .collect();
+    (entries, skipped)
+}

@@ -1,0 +1,155 @@
+//! Nothing outlives its owner: registering each tree with the crash ledger and
+//! the watchdog, and the start-up sweep of a crashed predecessor's trees.
+
+use std::{
+    path::PathBuf,
+    sync::{
+        Once,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use crate::{
+    Backend, Command,
+    contain::Leader,
+    identity,
+    ledger::{self, Identity, Record},
+    sys, watchdog,
+};
+
+static STARTUP_SWEEP_OFF: AtomicBool = AtomicBool::new(false);
+
+/// Turns off the sweep that the first spawn of a process runs over the
+/// ledger records left by earlier runs of the same executable whose owner
+/// died (also off with `CORRAL_NO_STARTUP_SWEEP=1`).
+pub fn disable_startup_sweep() {
+    STARTUP_SWEEP_OFF.store(true, Ordering::SeqCst);
+}
+
+/// Once per process: ends the trees that a crashed earlier run of this same
+/// executable left in the ledger.
+pub(crate) fn startup_sweep() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        if STARTUP_SWEEP_OFF.load(Ordering::SeqCst) || std::env::var_os("CORRAL_NO_STARTUP_SWEEP").is_some() {
+            return;
+        }
+        let Ok(me) = std::env::current_exe() else { return };
+        let result = ledger::sweep(&ledger::dir(), false, |r| r.owner_exe.as_ref() == Some(&me));
+        for (record, action) in &result.actions {
+            tracing::info!(id = %record.id, ?action, "start-up sweep of a predecessor's tree");
+        }
+    });
+}
+
+fn me() -> Identity {
+    let pid = sys::getpid();
+    let start_time = identity::read_stat(pid).map(|s| s.start_time).unwrap_or(0);
+    Identity { pid, start_time }
+}
+
+/// One tree's entries in the ledger and with the watchdog.
+#[derive(Debug)]
+pub(crate) struct Registration {
+    record: Record,
+    ledger: bool,
+    watchdog: bool,
+    pub(crate) notes: Vec<String>,
+}
+
+impl Registration {
+    /// Before the spawn: with a cgroup, the watchdog learns of the leaf now, so
+    /// an owner dying mid-spawn still has its tree killed.
+    pub(crate) fn before_spawn(command: &Command, backend: Backend, cgroup: Option<PathBuf>) -> Self {
+        static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+        let owner = me();
+        let mut notes = Vec::new();
+        let record = Record {
+            version: ledger::record::VERSION,
+            id: format!("{}-{}-{}", owner.pid, owner.start_time, SEQUENCE.fetch_add(1, Ordering::Relaxed)),
+            owner,
+            owner_exe: std::env::current_exe().ok(),
+            boot_id: ledger::boot_id(),
+            backend,
+            leader: None,
+            members: Vec::new(),
+            cgroup,
+            command: command.display(),
+            created_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        };
+        let mut watchdog = command.watchdog;
+        if watchdog {
+            if let Err(reason) = watchdog::executable() {
+                notes.push(format!("owner-death guard off: {reason}"));
+                watchdog = false;
+            }
+        }
+        let mut registration = Self {
+            record,
+            ledger: command.ledger,
+            watchdog,
+            notes,
+        };
+        if registration.record.cgroup.is_some() {
+            registration.tell_watchdog();
+        }
+        registration
+    }
+
+    /// After the spawn: the leader's identity completes the record.
+    pub(crate) fn spawned(&mut self, leader: &Leader) {
+        self.record.leader = Some(Identity {
+            pid: leader.pid,
+            start_time: leader.start_time,
+        });
+        self.tell_watchdog();
+        if self.ledger {
+            if let Err(error) = ledger::write(&self.record) {
+                self.notes.push(format!(
+                    "crash ledger off: cannot write {} ({error}); set CORRAL_LEDGER_DIR",
+                    ledger::dir().display()
+                ));
+                self.ledger = false;
+            }
+        }
+    }
+
+    /// Every member a scanned tree knows of, for the watchdog (not written
+    /// to the ledger file: that would cost a write per change).
+    pub(crate) fn members(&mut self, members: Vec<Identity>) {
+        self.record.members = members;
+        self.tell_watchdog();
+    }
+
+    fn tell_watchdog(&mut self) {
+        if !self.watchdog {
+            return;
+        }
+        if let Err(reason) = watchdog::watch(&self.record) {
+            self.notes.push(format!("owner-death guard off: {reason}"));
+            self.watchdog = false;
+        }
+    }
+
+    /// The tree is over. With survivors the ledger record stays, so that
+    /// `corral ps` shows them and `corral reap` can retry.
+    pub(crate) fn finished(&mut self, survivors: bool) {
+        if self.watchdog {
+            watchdog::forget(&self.record.id);
+            self.watchdog = false;
+        }
+        if self.ledger && !survivors {
+            if let Err(error) = ledger::remove(&self.record.id) {
+                tracing::warn!(id = %self.record.id, %error, "could not remove the ledger record");
+            }
+            self.ledger = false;
+        }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.finished(false);
+    }
+}

@@ -1,0 +1,53 @@
+//! The watchdog process itself: reads what to watch from standard input (the
+//! owner's socket) until end-of-file, which means the owner is gone; then kills
+//! every tree it still knows of, removes their ledger records, and exits.
+
+use std::{
+    collections::HashMap,
+    io::{BufRead, BufReader},
+};
+
+use super::Message;
+use crate::{Signal, ledger, sys};
+
+pub(super) fn run() -> ! {
+    // The owner's terminal may hang up or be interrupted together with the
+    // owner; the watchdog must outlive both to do its job.
+    for signal in [Signal::HUP, Signal::INT, Signal::QUIT, Signal::PIPE] {
+        let _ = sys::ignore(signal);
+    }
+    let mut watched: HashMap<String, Message> = HashMap::new();
+    let mut input = BufReader::new(std::io::stdin().lock());
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match input.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        match serde_json::from_slice::<Message>(&line) {
+            Ok(Message::Forget { id }) => {
+                watched.remove(&id);
+            }
+            Ok(message @ Message::Watch { .. }) => {
+                if let Message::Watch { record, .. } = &message {
+                    watched.insert(record.id.clone(), message);
+                }
+            }
+            Err(error) => eprintln!("corral watchdog: ignoring a bad message: {error}"),
+        }
+    }
+    // The owner is gone (or shut us down with nothing left to watch).
+    for message in watched.values() {
+        if let Message::Watch { record, ledger: dir } = message {
+            let action = ledger::terminate(record);
+            let done = !matches!(&action, ledger::SweepAction::Killed { survivors, .. } if !survivors.is_empty());
+            if done {
+                let _ = ledger::remove_in(dir, &record.id);
+            } else {
+                eprintln!("corral watchdog: tree {} has survivors after SIGKILL: {action:?}", record.id);
+            }
+        }
+    }
+    std::process::exit(0);
+}
