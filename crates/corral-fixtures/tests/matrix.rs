@@ -40,8 +40,8 @@ enum Path {
 #[derive(Debug, Default)]
 struct Expect {
     outcome: Option<Outcome>,
-    /// Positions in the readiness line of processes the backend cannot
-    /// contain (documented holes): they must still run, and are then killed.
+    /// Positions in the readiness line of processes the backend may fail to
+    /// contain (documented holes): exempt from the survivor check, then killed.
     holes: Vec<usize>,
     escalated: Option<bool>,
     stdout_contains: Option<&'static str>,
@@ -190,13 +190,17 @@ async fn exercise(backend: Backend, args: &[&str], path: Path) {
         );
     }
 
-    // The documented holes really are holes (then the test cleans them up).
-    for &i in &expected.holes {
-        assert!(
-            is_running(&procs[i]),
-            "expected process {i} of {line:?} to escape the {backend} backend"
-        );
-    }
+    // The documented holes may escape (a re-scan while the tree ran may still
+    // have caught them); the test cleans them up either way.
+    let escaped = expected
+        .holes
+        .iter()
+        .filter(|&&i| is_running(&procs[i]))
+        .count();
+    println!(
+        "{escaped} of {} documented hole(s) escaped",
+        expected.holes.len()
+    );
     kill_leftovers(&procs);
 
     if let Some(finished) = &finished {
