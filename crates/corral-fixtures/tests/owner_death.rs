@@ -31,7 +31,8 @@ fn owner_path() -> PathBuf {
 }
 
 fn ledger_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("corral-owner-death-{}-{name}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("corral-owner-death-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
@@ -61,9 +62,12 @@ fn start_owner(ledger: &Path, options: &[&str], fixture: &[&str]) -> Owner {
     let stdout = child.stdout.take().expect("piped");
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
         let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = reader.read_line(&mut line);
         let _ = sender.send(line);
+        // Keep draining, so the owner can print its closing line.
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
     });
     let line = receiver
         .recv_timeout(Duration::from_secs(10))
@@ -98,7 +102,9 @@ fn running_descendants(except: &[Proc]) -> Vec<(i32, char, String)> {
     while let Some(parent) = ours.pop() {
         for &(pid, ppid, state, start_time) in table.iter().filter(|t| t.1 == parent) {
             ours.push(pid);
-            let excepted = except.iter().any(|p| p.pid == pid && p.start_time == start_time);
+            let excepted = except
+                .iter()
+                .any(|p| p.pid == pid && p.start_time == start_time);
             if !matches!(state, 'Z' | 'X') && !excepted {
                 let command = std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
                     .unwrap_or_default()
@@ -158,11 +164,21 @@ fn owner_killed_while_running(backend: &str, fixture: &[&str]) {
     let _ = owner.child.wait();
     let gone = wait_gone(&owner.tree, BOUND + SLACK);
     let took = killed.elapsed();
-    assert!(gone.is_ok(), "{backend}: survivors {:?} after {took:?}", gone.err());
-    println!("{backend}: tree of {} gone {took:?} after the owner's death", owner.tree.len());
+    assert!(
+        gone.is_ok(),
+        "{backend}: survivors {:?} after {took:?}",
+        gone.err()
+    );
+    println!(
+        "{backend}: tree of {} gone {took:?} after the owner's death",
+        owner.tree.len()
+    );
     let watchdog_gone = wait_gone(&owner.watchdog.into_iter().collect::<Vec<_>>(), BOUND);
     assert!(watchdog_gone.is_ok(), "the watchdog exits after its work");
-    assert!(records(&dir).is_empty(), "the watchdog removed the ledger record");
+    assert!(
+        records(&dir).is_empty(),
+        "the watchdog removed the ledger record"
+    );
     let cgroups = leaves_of(owner.owner.pid);
     assert!(cgroups.is_empty(), "cgroup leaves left: {cgroups:?}");
     assert!(bystander.is_running(), "the bystander was hit");
@@ -183,7 +199,9 @@ impl Drop for Leftovers {
 }
 
 fn leaves_of(owner: i32) -> Vec<String> {
-    let Some(parent) = corral::capabilities().cgroup_parent else { return Vec::new() };
+    let Some(parent) = corral::capabilities().cgroup_parent else {
+        return Vec::new();
+    };
     let prefix = format!("corral-{owner}-");
     std::fs::read_dir(parent)
         .map(|d| {
@@ -251,14 +269,19 @@ fn watchdog_killed_then_owner_killed() {
     let replacement = loop {
         let found = running_descendants(&owner.tree)
             .into_iter()
-            .find(|(pid, _, cmd)| *pid != owner.owner.pid && cmd.contains(corral::watchdog::HOOK_ARG));
+            .find(|(pid, _, cmd)| {
+                *pid != owner.owner.pid && cmd.contains(corral::watchdog::HOOK_ARG)
+            });
         if let Some((pid, _, _)) = found {
             break proc_identity(pid).expect("alive");
         }
         assert!(Instant::now() < deadline, "no new watchdog");
         std::thread::sleep(Duration::from_millis(5));
     };
-    assert!(owner.tree.iter().all(is_running), "killing the watchdog leaves the tree alone");
+    assert!(
+        owner.tree.iter().all(is_running),
+        "killing the watchdog leaves the tree alone"
+    );
     assert!(send_signal(&owner.owner, Signal::KILL));
     let _ = owner.child.wait();
     let gone = wait_gone(&owner.tree, BOUND + SLACK);
@@ -291,7 +314,11 @@ fn owner_killed_at_random_points() {
     for round in 0..runs / batch {
         let mut owners = Vec::new();
         for _ in 0..batch {
-            let child = spawn_owner(&dir, &["cgroup", "--timeout-ms", "50", "--grace-ms", "300"], &["tree-ignore", "5"]);
+            let child = spawn_owner(
+                &dir,
+                &["cgroup", "--timeout-ms", "50", "--grace-ms", "300"],
+                &["tree-ignore", "5"],
+            );
             let delay = Duration::from_millis(next(400));
             owners.push((child, delay));
         }
@@ -323,7 +350,11 @@ fn owner_killed_at_random_points() {
         reap_children();
     }
     assert!(bystander.is_running());
-    assert!(records(&dir).is_empty(), "records left: {:?}", records(&dir));
+    assert!(
+        records(&dir).is_empty(),
+        "records left: {:?}",
+        records(&dir)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -342,15 +373,47 @@ fn startup_sweep_ends_a_crashed_predecessors_tree() {
     assert!(send_signal(&first.owner, Signal::KILL));
     let _ = first.child.wait();
     std::thread::sleep(Duration::from_millis(300));
-    assert!(first.tree.iter().all(is_running), "no watchdog: the tree outlives its owner for now");
+    assert!(
+        first.tree.iter().all(is_running),
+        "no watchdog: the tree outlives its owner for now"
+    );
     assert_eq!(records(&dir).len(), 1, "the crashed owner's record stays");
     let mut second = start_owner(&dir, &["cgroup", "--no-watchdog"], &["sleep", "30"]);
     let gone = wait_gone(&first.tree, BOUND);
-    assert!(gone.is_ok(), "the successor's start-up sweep did not end {:?}", gone.err());
-    assert_eq!(records(&dir).len(), 1, "only the successor's own record is left");
+    assert!(
+        gone.is_ok(),
+        "the successor's start-up sweep did not end {:?}",
+        gone.err()
+    );
+    assert_eq!(
+        records(&dir).len(),
+        1,
+        "only the successor's own record is left"
+    );
     kill_leftovers(&second.tree);
     assert!(send_signal(&second.owner, Signal::KILL));
     let _ = second.child.wait();
+    drop(guard);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A sweep (`corral reap`) never touches the tree of an owner that is alive.
+#[test]
+fn reap_skips_trees_of_live_owners() {
+    common::become_subreaper();
+    let dir = ledger_dir("live");
+    let mut owner = start_owner(&dir, &["group"], &["fork", "3"]);
+    let mut all = owner.tree.clone();
+    all.extend(owner.watchdog);
+    let guard = Leftovers(all);
+    let result = ledger::sweep(&dir, false, |_| true);
+    assert_eq!(result.actions.len(), 1);
+    assert_eq!(result.actions[0].1, SweepAction::Skipped);
+    assert!(owner.tree.iter().all(is_running), "a live owner's tree was touched");
+    assert_eq!(records(&dir).len(), 1, "a live owner's record was dropped");
+    assert!(send_signal(&owner.owner, Signal::KILL));
+    let _ = owner.child.wait();
+    assert!(wait_gone(&owner.tree, BOUND + SLACK).is_ok());
     drop(guard);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -363,8 +426,14 @@ fn reap_never_signals_a_reused_pid() {
     let dir = ledger_dir("reuse");
     std::fs::create_dir_all(&dir).expect("dir");
     let stranger = bystander.proc();
-    let dead_owner = Identity { pid: stranger.pid, start_time: stranger.start_time + 7 };
-    let impostor = Identity { pid: stranger.pid, start_time: stranger.start_time + 1 };
+    let dead_owner = Identity {
+        pid: stranger.pid,
+        start_time: stranger.start_time + 7,
+    };
+    let impostor = Identity {
+        pid: stranger.pid,
+        start_time: stranger.start_time + 1,
+    };
     let mut cases = Vec::new();
     for backend in ["group", "subreaper"] {
         let json = serde_json_record(&format!("reuse-{backend}"), dead_owner, impostor, backend);
