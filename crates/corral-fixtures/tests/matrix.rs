@@ -359,6 +359,48 @@ async fn release(backend: Backend) {
     kill_leftovers(&procs);
 }
 
+/// A leader that dies of the first signal, with a `setsid` child that
+/// ignores it: when the grace ends the child is disconnected from the leader
+/// and outside its group, yet it was a member and must be killed.
+async fn disconnected_member(backend: Backend) {
+    let script = format!(
+        "setsid {fixture} ignore-term & exec {fixture} sleep 600",
+        fixture = fixture_path().display()
+    );
+    let token = CancellationToken::new();
+    let spawned = Command::new("sh")
+        .args(["-c", &script])
+        .backend(BackendChoice::Only(backend))
+        .grace(GRACE)
+        .final_bound(FINAL)
+        .cancel_on(token.clone())
+        .spawn()
+        .await;
+    let child = match spawned {
+        Ok(child) => child,
+        Err(Error::BackendUnavailable { reason, .. }) => return skip(backend, &reason),
+        Err(error) => panic!("{error}"),
+    };
+    let mut tap = child.stdout_tap().expect("captured");
+    let two = |b: &[u8]| b.iter().filter(|&&c| c == b'\n').count() >= 2;
+    let ready = tokio::time::timeout(READY_TIMEOUT, tap.wait_for(two)).await;
+    assert!(matches!(ready, Ok(true)), "two readiness lines");
+    let text = String::from_utf8_lossy(&tap.snapshot()).into_owned();
+    let procs: Vec<Proc> = text.lines().flat_map(parse_ready).collect();
+    let _cleanup = Leftovers(procs.clone());
+    // Let the tree run past a re-scan, as a real tool call would.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    token.cancel();
+    let finished = child.wait().await.expect("a result");
+    assert!(
+        finished.report.escalated,
+        "the setsid child ignores SIGTERM"
+    );
+    assert!(finished.report.survivors.is_empty());
+    let gone = common::wait_until(Duration::from_secs(1), || !procs.iter().any(is_running)).await;
+    assert!(gone, "a disconnected member survived: {procs:?}");
+}
+
 fn leaves(parent: &Option<PathBuf>) -> usize {
     let Some(parent) = parent else { return 0 };
     let prefix = format!("corral-{}-", std::process::id());
@@ -464,6 +506,11 @@ macro_rules! backend {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn normal_exit() {
                 super::normal_exit($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn disconnected_member() {
+                super::disconnected_member($backend).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
