@@ -100,7 +100,7 @@ fn running_descendants(except: &[Proc]) -> Vec<(i32, char, String)> {
     let mut ours = vec![me];
     let mut found = Vec::new();
     while let Some(parent) = ours.pop() {
-        for &(pid, ppid, state, start_time) in table.iter().filter(|t| t.1 == parent) {
+        for &(pid, _, state, start_time) in table.iter().filter(|t| t.1 == parent) {
             ours.push(pid);
             let excepted = except
                 .iter()
@@ -409,7 +409,10 @@ fn reap_skips_trees_of_live_owners() {
     let result = ledger::sweep(&dir, false, |_| true);
     assert_eq!(result.actions.len(), 1);
     assert_eq!(result.actions[0].1, SweepAction::Skipped);
-    assert!(owner.tree.iter().all(is_running), "a live owner's tree was touched");
+    assert!(
+        owner.tree.iter().all(is_running),
+        "a live owner's tree was touched"
+    );
     assert_eq!(records(&dir).len(), 1, "a live owner's record was dropped");
     assert!(send_signal(&owner.owner, Signal::KILL));
     let _ = owner.child.wait();

@@ -65,7 +65,7 @@ pub use contain::{
 };
 pub use error::{Error, SpawnFailure};
 pub use outcome::{CleanupReport, Exit, Finished, Outcome, ProcessInfo, SignalSent, Trigger};
+pub use owner::disable_startup_sweep;
 pub use signal::{ParseSignalError, Signal};
 pub use supervise::{Child, ChildOutput, ChildStdin};
-pub use owner::disable_startup_sweep;
 pub use terminate::Policy;

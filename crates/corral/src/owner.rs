@@ -32,10 +32,14 @@ pub fn disable_startup_sweep() {
 pub(crate) fn startup_sweep() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        if STARTUP_SWEEP_OFF.load(Ordering::SeqCst) || std::env::var_os("CORRAL_NO_STARTUP_SWEEP").is_some() {
+        if STARTUP_SWEEP_OFF.load(Ordering::SeqCst)
+            || std::env::var_os("CORRAL_NO_STARTUP_SWEEP").is_some()
+        {
             return;
         }
-        let Ok(me) = std::env::current_exe() else { return };
+        let Ok(me) = std::env::current_exe() else {
+            return;
+        };
         let result = ledger::sweep(&ledger::dir(), false, |r| r.owner_exe.as_ref() == Some(&me));
         for (record, action) in &result.actions {
             tracing::info!(id = %record.id, ?action, "start-up sweep of a predecessor's tree");
@@ -61,13 +65,22 @@ pub(crate) struct Registration {
 impl Registration {
     /// Before the spawn: with a cgroup, the watchdog learns of the leaf now, so
     /// an owner dying mid-spawn still has its tree killed.
-    pub(crate) fn before_spawn(command: &Command, backend: Backend, cgroup: Option<PathBuf>) -> Self {
+    pub(crate) fn before_spawn(
+        command: &Command,
+        backend: Backend,
+        cgroup: Option<PathBuf>,
+    ) -> Self {
         static SEQUENCE: AtomicU64 = AtomicU64::new(0);
         let owner = me();
         let mut notes = Vec::new();
         let record = Record {
             version: ledger::record::VERSION,
-            id: format!("{}-{}-{}", owner.pid, owner.start_time, SEQUENCE.fetch_add(1, Ordering::Relaxed)),
+            id: format!(
+                "{}-{}-{}",
+                owner.pid,
+                owner.start_time,
+                SEQUENCE.fetch_add(1, Ordering::Relaxed)
+            ),
             owner,
             owner_exe: std::env::current_exe().ok(),
             boot_id: ledger::boot_id(),
@@ -76,14 +89,14 @@ impl Registration {
             members: Vec::new(),
             cgroup,
             command: command.display(),
-            created_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            created_at: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
         };
         let mut watchdog = command.watchdog;
-        if watchdog {
-            if let Err(reason) = watchdog::executable() {
-                notes.push(format!("owner-death guard off: {reason}"));
-                watchdog = false;
-            }
+        if let (true, Err(reason)) = (watchdog, watchdog::executable()) {
+            notes.push(format!("owner-death guard off: {reason}"));
+            watchdog = false;
         }
         let mut registration = Self {
             record,
@@ -104,14 +117,14 @@ impl Registration {
             start_time: leader.start_time,
         });
         self.tell_watchdog();
-        if self.ledger {
-            if let Err(error) = ledger::write(&self.record) {
-                self.notes.push(format!(
-                    "crash ledger off: cannot write {} ({error}); set CORRAL_LEDGER_DIR",
-                    ledger::dir().display()
-                ));
-                self.ledger = false;
-            }
+        if self.ledger
+            && let Err(error) = ledger::write(&self.record)
+        {
+            self.notes.push(format!(
+                "crash ledger off: cannot write {} ({error}); set CORRAL_LEDGER_DIR",
+                ledger::dir().display()
+            ));
+            self.ledger = false;
         }
     }
 

@@ -28,7 +28,9 @@ static DIR_OVERRIDE: Mutex<Option<PathBuf>> = Mutex::new(None);
 
 /// Uses `dir` for the ledger of this process instead of the default.
 pub fn set_dir(dir: impl Into<PathBuf>) {
-    *DIR_OVERRIDE.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(dir.into());
+    *DIR_OVERRIDE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(dir.into());
 }
 
 /// The ledger directory: [`set_dir`], else `$CORRAL_LEDGER_DIR`, else
@@ -160,7 +162,8 @@ mod tests {
     use super::*;
 
     fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("corral-ledger-test-{}-{name}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("corral-ledger-test-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         dir
     }
@@ -185,18 +188,31 @@ mod tests {
         let dir = temp_dir("corrupt");
         fs::create_dir_all(&dir).expect("dir");
         let good = Record::sample("good");
-        fs::write(dir.join("good.json"), serde_json::to_vec(&good).expect("json")).expect("write");
+        fs::write(
+            dir.join("good.json"),
+            serde_json::to_vec(&good).expect("json"),
+        )
+        .expect("write");
         let full = serde_json::to_vec(&Record::sample("torn")).expect("json");
         fs::write(dir.join("torn.json"), &full[..full.len() / 2]).expect("write");
         fs::write(dir.join("garbage.json"), b"\x00\xffnot json").expect("write");
-        fs::write(dir.join("renamed.json"), serde_json::to_vec(&Record::sample("other")).expect("json"))
-            .expect("write");
+        fs::write(
+            dir.join("renamed.json"),
+            serde_json::to_vec(&Record::sample("other")).expect("json"),
+        )
+        .expect("write");
         fs::write(dir.join(".inflight.tmp"), b"{").expect("write");
         let (records, skipped) = load(&dir);
         assert_eq!(records, vec![good]);
         let mut names: Vec<String> = skipped
             .iter()
-            .map(|u| u.path.file_name().unwrap_or_default().to_string_lossy().into_owned())
+            .map(|u| {
+                u.path
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned()
+            })
             .collect();
         names.sort();
         assert_eq!(names, ["garbage.json", "renamed.json", "torn.json"]);

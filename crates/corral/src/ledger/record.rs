@@ -57,14 +57,19 @@ impl Record {
     /// be right (pid ≤ 0, an id that is not a plain file name, a cgroup that
     /// is not a corral leaf).
     pub fn parse(bytes: &[u8]) -> Result<Self, String> {
-        let version: serde_json::Value =
-            serde_json::from_slice(bytes).map_err(|e| format!("not a ledger record (torn or corrupt): {e}"))?;
+        let version: serde_json::Value = serde_json::from_slice(bytes)
+            .map_err(|e| format!("not a ledger record (torn or corrupt): {e}"))?;
         match version.get("version").and_then(serde_json::Value::as_u64) {
             Some(v) if v == u64::from(VERSION) => {}
-            Some(v) => return Err(format!("record version {v}, this corral reads version {VERSION}")),
+            Some(v) => {
+                return Err(format!(
+                    "record version {v}, this corral reads version {VERSION}"
+                ));
+            }
             None => return Err("no \"version\" field".to_owned()),
         }
-        let record: Record = serde_json::from_value(version).map_err(|e| format!("bad record: {e}"))?;
+        let record: Record =
+            serde_json::from_value(version).map_err(|e| format!("bad record: {e}"))?;
         record.validate()?;
         Ok(record)
     }
@@ -72,7 +77,10 @@ impl Record {
     fn validate(&self) -> Result<(), String> {
         let plain = !self.id.is_empty()
             && self.id.len() <= 128
-            && self.id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            && self
+                .id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
         if !plain {
             return Err(format!("bad id {:?}", self.id));
         }
@@ -81,10 +89,8 @@ impl Record {
                 return Err(format!("bad pid {}", identity.pid));
             }
         }
-        if let Some(cgroup) = &self.cgroup {
-            if !is_corral_leaf(cgroup) {
-                return Err(format!("{} is not a corral cgroup leaf", cgroup.display()));
-            }
+        if let Some(cgroup) = self.cgroup.as_ref().filter(|c| !is_corral_leaf(c)) {
+            return Err(format!("{} is not a corral cgroup leaf", cgroup.display()));
         }
         Ok(())
     }
@@ -95,11 +101,17 @@ impl Record {
         Self {
             version: VERSION,
             id: id.to_owned(),
-            owner: Identity { pid: 1, start_time: 1 },
+            owner: Identity {
+                pid: 1,
+                start_time: 1,
+            },
             owner_exe: None,
             boot_id: "boot".to_owned(),
             backend: Backend::Group,
-            leader: Some(Identity { pid: 2, start_time: 2 }),
+            leader: Some(Identity {
+                pid: 2,
+                start_time: 2,
+            }),
             members: Vec::new(),
             cgroup: None,
             command: "sleep 1".to_owned(),
@@ -143,8 +155,14 @@ mod tests {
             ("id", serde_json::json!("")),
             ("owner", serde_json::json!({"pid": -1, "start_time": 1})),
             ("leader", serde_json::json!({"pid": 0, "start_time": 1})),
-            ("cgroup", serde_json::json!("/sys/fs/cgroup/unified/system.slice")),
-            ("cgroup", serde_json::json!("/sys/fs/cgroup/unified/corral-1/../init.scope")),
+            (
+                "cgroup",
+                serde_json::json!("/sys/fs/cgroup/unified/system.slice"),
+            ),
+            (
+                "cgroup",
+                serde_json::json!("/sys/fs/cgroup/unified/corral-1/../init.scope"),
+            ),
             ("cgroup", serde_json::json!("relative/corral-1")),
             ("backend", serde_json::json!("docker")),
         ];
@@ -154,7 +172,14 @@ mod tests {
             let bytes = serde_json::to_vec(&bad).expect("json");
             assert!(Record::parse(&bytes).is_err(), "{field} = {value} accepted");
         }
-        for garbage in [&b""[..], b"{", b"[]", b"null", b"{\"version\":1}", b"\xff\xfe"] {
+        for garbage in [
+            &b""[..],
+            b"{",
+            b"[]",
+            b"null",
+            b"{\"version\":1}",
+            b"\xff\xfe",
+        ] {
             assert!(Record::parse(garbage).is_err());
         }
     }

@@ -104,8 +104,14 @@ pub(crate) fn members_of(record: &Record) -> Vec<Stat> {
             .filter(Stat::is_running)
             .collect();
     }
-    let Ok(table) = identity::all_processes() else { return Vec::new() };
-    let holds = |who: &crate::ledger::Identity| table.iter().any(|s| s.pid == who.pid && s.start_time == who.start_time);
+    let Ok(table) = identity::all_processes() else {
+        return Vec::new();
+    };
+    let holds = |who: &crate::ledger::Identity| {
+        table
+            .iter()
+            .any(|s| s.pid == who.pid && s.start_time == who.start_time)
+    };
     let leader_holds = record.leader.as_ref().is_some_and(holds);
     let roots: Vec<i32> = record
         .leader
@@ -117,7 +123,10 @@ pub(crate) fn members_of(record: &Record) -> Vec<Stat> {
     let mut found = descendants(&table, &roots);
     if let (Backend::Group, true, Some(leader)) = (record.backend, leader_holds, record.leader) {
         // The leader's identity still holds, so its group id is still ours.
-        for stat in table.iter().filter(|s| s.pgid == leader.pid && s.start_time >= leader.start_time) {
+        for stat in table
+            .iter()
+            .filter(|s| s.pgid == leader.pid && s.start_time >= leader.start_time)
+        {
             if !found.iter().any(|m| m.pid == stat.pid) {
                 found.push(stat.clone());
             }
@@ -132,7 +141,10 @@ pub(crate) fn members_of(record: &Record) -> Vec<Stat> {
 /// watchdog when the owner dies, and by [`sweep`].
 pub fn terminate(record: &Record) -> SweepAction {
     let found = members_of(record);
-    let cgroup_exists = record.cgroup.as_ref().is_some_and(|c| c.exists() && members_allowed(c));
+    let cgroup_exists = record
+        .cgroup
+        .as_ref()
+        .is_some_and(|c| c.exists() && members_allowed(c));
     if found.is_empty() && !cgroup_exists {
         return SweepAction::Dropped;
     }
@@ -183,7 +195,8 @@ pub fn sweep(dir: &Path, dry_run: bool, only: impl Fn(&Record) -> bool) -> Sweep
             Owner::Alive => SweepAction::Skipped,
             Owner::OtherBoot => SweepAction::Dropped,
             Owner::Dead if dry_run => {
-                let found: Vec<ProcessInfo> = members_of(&record).iter().map(identity::describe).collect();
+                let found: Vec<ProcessInfo> =
+                    members_of(&record).iter().map(identity::describe).collect();
                 if found.is_empty() {
                     SweepAction::Dropped
                 } else {
@@ -201,9 +214,9 @@ pub fn sweep(dir: &Path, dry_run: bool, only: impl Fn(&Record) -> bool) -> Sweep
             SweepAction::Skipped => false,
         };
         if done && !dry_run {
-            if let Err(error) = remove_in(dir, &record.id) {
+            remove_in(dir, &record.id).unwrap_or_else(|error| {
                 tracing::warn!(id = %record.id, %error, "could not remove a ledger record");
-            }
+            });
         }
         actions.push((record, action));
     }
@@ -217,7 +230,9 @@ pub fn sweep(dir: &Path, dry_run: bool, only: impl Fn(&Record) -> bool) -> Sweep
 /// Every record with its owner's state and its live members.
 pub fn list(dir: &Path) -> (Vec<Entry>, Vec<Unreadable>) {
     let (records, skipped) = load(dir);
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     let entries = records
         .into_iter()
         .map(|record| Entry {

@@ -244,12 +244,19 @@ pub(crate) fn secure_dir(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let meta = std::fs::symlink_metadata(dir)?;
     if !meta.is_dir() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} is not a directory", dir.display())));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a directory", dir.display()),
+        ));
     }
     if meta.uid() != geteuid() {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
-            format!("{} belongs to uid {}, not to us: refusing to trust it", dir.display(), meta.uid()),
+            format!(
+                "{} belongs to uid {}, not to us: refusing to trust it",
+                dir.display(),
+                meta.uid()
+            ),
         ));
     }
     if meta.mode() & 0o077 != 0 {

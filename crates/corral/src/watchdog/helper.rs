@@ -39,13 +39,20 @@ pub(super) fn run() -> ! {
     }
     // The owner is gone (or shut us down with nothing left to watch).
     for message in watched.values() {
-        if let Message::Watch { record, ledger: dir } = message {
+        if let Message::Watch {
+            record,
+            ledger: dir,
+        } = message
+        {
             let action = ledger::terminate(record);
             let done = !matches!(&action, ledger::SweepAction::Killed { survivors, .. } if !survivors.is_empty());
             if done {
                 let _ = ledger::remove_in(dir, &record.id);
             } else {
-                eprintln!("corral watchdog: tree {} has survivors after SIGKILL: {action:?}", record.id);
+                eprintln!(
+                    "corral watchdog: tree {} has survivors after SIGKILL: {action:?}",
+                    record.id
+                );
             }
         }
     }

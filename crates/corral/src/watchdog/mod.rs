@@ -48,17 +48,18 @@ static CLIENT: Mutex<Option<Client>> = Mutex::new(None);
 /// Call first thing in `main` of a program that uses corral:
 ///
 /// ```no_run
-/// fn main() {
-///     corral::watchdog::hook();
-///     // ... the program
-/// }
+/// corral::watchdog::hook();
+/// // ... the rest of `main`
 /// ```
 ///
 /// When the program was started as corral's watchdog (with [`HOOK_ARG`]), this
 /// runs the watchdog and never returns. Otherwise it records that this
 /// executable can serve as its own watchdog, and returns at once.
 pub fn hook() {
-    if std::env::args_os().nth(1).is_some_and(|arg| arg == HOOK_ARG) {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|arg| arg == HOOK_ARG)
+    {
         helper::run();
     }
     HOOKED.store(true, Ordering::SeqCst);
@@ -81,9 +82,11 @@ pub fn executable() -> Result<PathBuf, String> {
     if HOOKED.load(Ordering::SeqCst) {
         return std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"));
     }
-    Err("no watchdog executable: call corral::watchdog::hook() first in main, \
+    Err(
+        "no watchdog executable: call corral::watchdog::hook() first in main, \
          or set CORRAL_WATCHDOG to the corral binary"
-        .to_owned())
+            .to_owned(),
+    )
 }
 
 /// The watchdog's pid, if one is running.
@@ -94,7 +97,9 @@ pub fn helper_pid() -> Option<i32> {
 /// Whether this process is our watchdog (so it is never mistaken for a tree
 /// member adopted by a subreaper).
 pub(crate) fn is_helper(pid: i32, start_time: u64) -> bool {
-    lock(&CLIENT).as_ref().is_some_and(|c| c.helper == (pid, start_time))
+    lock(&CLIENT)
+        .as_ref()
+        .is_some_and(|c| c.helper == (pid, start_time))
 }
 
 /// Stops the watchdog after the owner's work is done (it would stop by itself
@@ -200,10 +205,16 @@ impl Client {
         };
         let mut client = Self::start()?;
         for message in watched.values() {
-            client.send(message).map_err(|e| format!("the new watchdog is not listening: {e}"))?;
+            client
+                .send(message)
+                .map_err(|e| format!("the new watchdog is not listening: {e}"))?;
         }
         client.watched = watched;
-        tracing::warn!(pid = client.helper.0, trees = client.watched.len(), "watchdog died; started a new one");
+        tracing::warn!(
+            pid = client.helper.0,
+            trees = client.watched.len(),
+            "watchdog died; started a new one"
+        );
         Ok(client)
     }
 
@@ -223,7 +234,9 @@ fn monitor(pidfd: OwnedFd, helper: (i32, u64)) {
     if guard.as_ref().is_some_and(|c| c.helper == helper) {
         match Client::restart(guard.take()) {
             Ok(client) => *guard = Some(client),
-            Err(error) => tracing::error!(%error, "the watchdog died and cannot be restarted: owner death is unguarded"),
+            Err(error) => {
+                tracing::error!(%error, "the watchdog died and cannot be restarted: owner death is unguarded")
+            }
         }
     }
 }

@@ -1,0 +1,346 @@
+//! Whole-process benchmark: `corral run -- true` against GNU
+//! `timeout 10 true`, in paired, interleaved runs (each round runs both, the
+//! order alternating from round to round), with `std::process`.
+//!
+//! ```text
+//! cargo bench -p corral-cli --bench cli                # 200 rounds
+//! cargo bench -p corral-cli --bench cli -- --quick     # 20 rounds
+//! cargo bench -p corral-cli --bench cli -- --rounds 500
+//! CORRAL_BENCH_ROUNDS=50 cargo bench -p corral-cli --bench cli
+//! ```
+//!
+//! Diagnostic rows (not the target): `true` run directly (the floor both
+//! wrappers add to), and `corral run --backend group|subreaper -- true`
+//! (what the default, auto = cgroup on a cgroup v2 host with root, costs
+//! against the backends that need no cgroup).
+//! Every run is bounded (killed through its pidfd after 30 s, never by name),
+//! and the bench checks that no `corral-PID-*` cgroup of any corral process it
+//! started is left behind.
+
+use std::{
+    fs,
+    os::{fd::AsRawFd, unix::process::ExitStatusExt},
+    path::PathBuf,
+    process::{Command, ExitCode, Stdio},
+    time::{Duration, Instant},
+};
+
+use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
+
+const CORRAL: &str = env!("CARGO_BIN_EXE_corral");
+const TIMEOUT: &str = "/usr/bin/timeout";
+/// Bounds one run; a hang is killed (by pidfd) and reported as a failure.
+const ONE_BOUND: Duration = Duration::from_secs(30);
+const TARGET: f64 = 1.3;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Contender {
+    Corral,
+    Timeout,
+    Direct,
+    CorralBackend(&'static str),
+}
+
+impl Contender {
+    fn label(self) -> &'static str {
+        match self {
+            Contender::Corral => "corral run -- true",
+            Contender::Timeout => "timeout 10 true (GNU)",
+            Contender::Direct => "(diag) true, directly",
+            Contender::CorralBackend("group") => "(diag) corral --backend group",
+            Contender::CorralBackend("subreaper") => "(diag) corral --backend subreaper",
+            Contender::CorralBackend(_) => "(diag) corral --backend ?",
+        }
+    }
+
+    fn command(self) -> Command {
+        let mut command = match self {
+            Contender::Corral => {
+                let mut c = Command::new(CORRAL);
+                c.args(["run", "--", "true"]);
+                c
+            }
+            Contender::Timeout => {
+                let mut c = Command::new(TIMEOUT);
+                c.args(["10", "true"]);
+                c
+            }
+            Contender::Direct => Command::new("true"),
+            Contender::CorralBackend(backend) => {
+                let mut c = Command::new(CORRAL);
+                c.args(["run", "--backend", backend, "--", "true"]);
+                c
+            }
+        };
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        command
+    }
+}
+
+/// One run: spawn, wait (bounded), return the time and the pid.
+fn once(contender: Contender) -> Result<(Duration, u32), String> {
+    let started = Instant::now();
+    let mut child = contender
+        .command()
+        .spawn()
+        .map_err(|e| format!("{}: spawn: {e}", contender.label()))?;
+    let pid = child.id();
+    // Our unreaped child: this pidfd is it.
+    let pidfd = Pid::from_raw(pid as i32)
+        .and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok())
+        .ok_or_else(|| format!("{}: pidfd_open failed", contender.label()))?;
+    let deadline = started + ONE_BOUND;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = pidfd_send_signal(&pidfd, Signal::KILL);
+                let _ = child.wait();
+                return Err(format!("{}: still running after 30 s", contender.label()));
+            }
+            Ok(None) => {
+                // A pidfd polls readable when the process exits.
+                let mut fd = libc::pollfd {
+                    fd: pidfd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd, for the duration of the call.
+                unsafe { libc::poll(&mut fd, 1, 50) };
+            }
+            Err(e) => return Err(format!("{}: wait: {e}", contender.label())),
+        }
+    };
+    let elapsed = started.elapsed();
+    if !status.success() {
+        let mut stderr = String::new();
+        if let Some(mut pipe) = child.stderr.take() {
+            use std::io::Read;
+            let _ = pipe.read_to_string(&mut stderr);
+        }
+        let how = match (status.code(), status.signal()) {
+            (Some(code), _) => format!("exit code {code}"),
+            (_, Some(signal)) => format!("signal {signal}"),
+            _ => status.to_string(),
+        };
+        return Err(format!(
+            "{}: {how}; stderr: {}",
+            contender.label(),
+            stderr.trim()
+        ));
+    }
+    Ok((elapsed, pid))
+}
+
+fn quantile(samples: &[Duration], q: f64) -> Duration {
+    if samples.is_empty() {
+        return Duration::ZERO;
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1e3)
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    if b.is_zero() {
+        f64::NAN
+    } else {
+        a.as_secs_f64() / b.as_secs_f64()
+    }
+}
+
+/// The directory corral creates its leaves in, if any.
+fn cgroup_parent() -> Option<PathBuf> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mountinfo.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        (right.split_whitespace().next()? == "cgroup2")
+            .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
+    })?;
+    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    Some(mount.join(own.trim_start_matches('/')))
+}
+
+/// `corral-PID-*` leaves of the corral processes this bench started.
+fn leaves_left(pids: &[u32]) -> Vec<PathBuf> {
+    let Some(entries) = cgroup_parent().and_then(|p| fs::read_dir(p).ok()) else {
+        return Vec::new();
+    };
+    let prefixes: Vec<String> = pids.iter().map(|p| format!("corral-{p}-")).collect();
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            prefixes.iter().any(|p| name.starts_with(p.as_str()))
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+fn main() -> ExitCode {
+    let mut quick = std::env::var_os("CORRAL_BENCH_QUICK").is_some_and(|v| v != "0");
+    let mut rounds: Option<usize> = std::env::var("CORRAL_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "--rounds" => rounds = args.next().and_then(|v| v.parse().ok()),
+            _ => {} // `--bench` from cargo, and anything else
+        }
+    }
+    let rounds = rounds.unwrap_or(if quick { 20 } else { 200 }).max(1);
+    let warmup = (rounds / 10).clamp(3, 20);
+
+    println!(
+        "corral run -- true vs timeout 10 true: {rounds} paired rounds after {warmup} warm-up rounds"
+    );
+    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let load = fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "machine: Linux {}, {} CPUs, loadavg {}",
+        kernel.trim(),
+        std::thread::available_parallelism().map_or(0, usize::from),
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    println!("command: cargo bench -p corral-cli --bench cli -- --rounds {rounds}");
+    println!("corral binary: {CORRAL}");
+
+    // Does `corral run -- true` work at all?
+    let mut corral_pids = Vec::new();
+    match once(Contender::Corral) {
+        Ok((_, pid)) => corral_pids.push(pid),
+        Err(error) => {
+            println!();
+            println!("NOT MEASURED: `corral run -- true` does not work yet: {error}");
+            return ExitCode::FAILURE;
+        }
+    }
+    if let Err(error) = once(Contender::Timeout) {
+        println!("NOT MEASURED: {error}");
+        return ExitCode::FAILURE;
+    }
+
+    let contenders = [
+        Contender::Corral,
+        Contender::Timeout,
+        Contender::Direct,
+        Contender::CorralBackend("group"),
+        Contender::CorralBackend("subreaper"),
+    ];
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::with_capacity(rounds); contenders.len()];
+    let mut paired: Vec<f64> = Vec::with_capacity(rounds);
+    let mut failures = Vec::new();
+    let total = warmup + rounds;
+    let progress_every = (total / 10).max(1);
+    let started = Instant::now();
+    for round in 0..total {
+        // Alternate which of the pair goes first; the diagnostics go last.
+        let order: [usize; 5] = if round % 2 == 0 {
+            [0, 1, 2, 3, 4]
+        } else {
+            [1, 0, 2, 3, 4]
+        };
+        let mut this_round = [None; 5];
+        for index in order {
+            match once(contenders[index]) {
+                Ok((d, pid)) => {
+                    if matches!(
+                        contenders[index],
+                        Contender::Corral | Contender::CorralBackend(_)
+                    ) {
+                        corral_pids.push(pid);
+                    }
+                    this_round[index] = Some(d);
+                }
+                Err(error) => {
+                    eprintln!("round {round}: {error}");
+                    failures.push(error);
+                }
+            }
+        }
+        if round >= warmup {
+            for (index, d) in this_round.iter().enumerate() {
+                if let Some(d) = d {
+                    samples[index].push(*d);
+                }
+            }
+            if let (Some(c), Some(t)) = (this_round[0], this_round[1]) {
+                paired.push(ratio(c, t));
+            }
+        }
+        if failures.len() > 20 {
+            eprintln!("too many failures; stopping early");
+            break;
+        }
+        if (round + 1) % progress_every == 0 {
+            eprintln!(
+                "  round {}/{total} ({:.1} s)",
+                round + 1,
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+
+    let (base_median, base_p90) = (quantile(&samples[1], 0.5), quantile(&samples[1], 0.9));
+    println!();
+    println!(
+        "| {:<34} | {:>4} | {:>11} | {:>9} | {:>16} | {:>13} |",
+        "command", "n", "median (ms)", "p90 (ms)", "median / timeout", "p90 / timeout"
+    );
+    println!(
+        "|{:-<36}|{:->6}|{:->13}|{:->11}|{:->18}|{:->15}|",
+        "", "", "", "", "", ""
+    );
+    for (contender, s) in contenders.iter().zip(&samples) {
+        let (m, p) = (quantile(s, 0.5), quantile(s, 0.9));
+        println!(
+            "| {:<34} | {:>4} | {:>11} | {:>9} | {:>15.2}x | {:>12.2}x |",
+            contender.label(),
+            s.len(),
+            ms(m),
+            ms(p),
+            ratio(m, base_median),
+            ratio(p, base_p90)
+        );
+    }
+    paired.sort_by(f64::total_cmp);
+    let paired_median = paired.get(paired.len() / 2).copied().unwrap_or(f64::NAN);
+    let r = ratio(quantile(&samples[0], 0.5), base_median);
+    println!();
+    println!("median of per-round ratios corral/timeout: {paired_median:.2}x");
+    println!(
+        "target: corral run -- true <= {TARGET}x timeout 10 true (ratio of medians): {:.2}x, {}",
+        r,
+        if r <= TARGET { "met" } else { "MISSED" }
+    );
+    let left = leaves_left(&corral_pids);
+    if left.is_empty() {
+        println!("cgroups left behind by corral runs: none");
+    } else {
+        println!("cgroups left behind by corral runs: {}", left.len());
+        for path in &left {
+            println!("  {}", path.display());
+        }
+    }
+    if failures.is_empty() && left.is_empty() {
+        println!("failures: none");
+        ExitCode::SUCCESS
+    } else {
+        println!("failures: {}", failures.len());
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,67 @@
+//! What `wrap` is asked to do, as plain data.
+
+use std::{ffi::OsString, path::PathBuf, time::Duration};
+
+use corral::BackendChoice;
+
+use crate::frame::DEFAULT_MAX_FRAME_BYTES;
+
+/// The default `--close-grace`: how long the server may take to exit after
+/// its standard input closes.
+pub const DEFAULT_CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// The default `--kill-after`: from `SIGTERM` to `SIGKILL`.
+pub const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(2);
+/// The default `--final-bound`: how long to wait after `SIGKILL` before
+/// reporting survivors.
+pub const DEFAULT_FINAL_BOUND: Duration = Duration::from_secs(1);
+
+/// Options of [`wrap`](crate::wrap); start from [`WrapOptions::new`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct WrapOptions {
+    /// The server command and its arguments.
+    pub command: Vec<OsString>,
+    /// After the server's standard input is closed, how long it may take to
+    /// exit by itself before its tree gets `SIGTERM`.
+    pub close_grace: Duration,
+    /// From `SIGTERM` to `SIGKILL`.
+    pub kill_after: Duration,
+    /// After `SIGKILL`, how long to wait before reporting survivors.
+    pub final_bound: Duration,
+    /// The longest frame relayed, in bytes (without its newline).
+    pub max_frame_bytes: usize,
+    /// How to contain the server's tree.
+    pub backend: BackendChoice,
+    /// Where to write the JSON report, if anywhere.
+    pub report: Option<PathBuf>,
+    /// Handle `SIGINT`, `SIGTERM` and `SIGHUP` (those not ignored at start)
+    /// by shutting the server down. Process-wide: only for a process
+    /// dedicated to the relay (the `corral` command).
+    pub handle_signals: bool,
+    /// The parent's pid as read at start-up: when set (with
+    /// `handle_signals`), the parent's death arrives as `SIGTERM`.
+    pub parent: Option<i32>,
+}
+
+impl WrapOptions {
+    /// The defaults for `command`: 2 s close grace, 2 s to `SIGKILL`, 1 s
+    /// final bound, 16 MiB frames, the best backend, no report, no signal
+    /// handling, no parent watch.
+    pub fn new<I, S>(command: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        Self {
+            command: command.into_iter().map(Into::into).collect(),
+            close_grace: DEFAULT_CLOSE_GRACE,
+            kill_after: DEFAULT_KILL_AFTER,
+            final_bound: DEFAULT_FINAL_BOUND,
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            backend: BackendChoice::Auto,
+            report: None,
+            handle_signals: false,
+            parent: None,
+        }
+    }
+}

@@ -1,0 +1,343 @@
+//! The server as an owned tree, the relay around it, and the shutdown.
+//!
+//! 1. Spawn the server under corral's containment: stdin and stdout piped,
+//!    stderr inherited, the termination policy `SIGTERM`, `--kill-after`,
+//!    `SIGKILL`, `--final-bound`.
+//! 2. Relay until one side ends: end of our stdin or a broken stdout (the
+//!    client), a signal or the parent's death, the server's exit, the server
+//!    closing its stdout or its stdin.
+//! 3. Shut down as the MCP stdio lifecycle says, for the whole tree: close
+//!    the server's stdin, wait up to `--close-grace` for it to exit, then let
+//!    the library end the tree (`SIGTERM`, `--kill-after`, `SIGKILL`,
+//!    `--final-bound`). Whatever the leader leaves behind when it exits by
+//!    itself is ended the same way ([`corral::Leftovers::Terminate`]). The
+//!    server's output keeps being relayed (or drained) meanwhile, so it
+//!    never blocks on a full pipe.
+//! 4. Answer every client request still in flight with an error naming the
+//!    cause, write the report, return the exit status.
+
+use std::{future::Future, time::Duration};
+
+use corral::{Finished, Input, Output, Signal};
+use tokio::{
+    io::{AsyncRead, AsyncWrite},
+    time::{Instant, sleep_until, timeout},
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    Ending, Error, ExitStatus, RelayStats, WrapOptions,
+    exit::unanswered_message,
+    inflight::Side,
+    relay::{OnWriteError, PumpEnd, Shared, pump},
+    report::{Durations, Report, Sink},
+    signals::Watch,
+    stdio,
+};
+
+/// How long the server's output is still read once its tree is gone (every
+/// writer is gone then, so end of file comes at once unless a survivor holds
+/// the pipe).
+const DRAIN: Duration = Duration::from_millis(250);
+/// How long writing the relay's own error answers may take.
+const ANSWER_BOUND: Duration = Duration::from_secs(1);
+
+/// How a relay ended.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct WrapExit {
+    /// The status to exit with.
+    pub status: ExitStatus,
+    /// What ended the relay.
+    pub ending: Ending,
+    /// The signal the relay received, if that ended it.
+    pub received: Option<Signal>,
+    /// The server's leader: its pid and start time.
+    pub server: (i32, u64),
+    /// The server's call, with its cleanup report.
+    pub finished: Finished,
+    /// The relay's counters.
+    pub relay: RelayStats,
+    /// How long things took.
+    pub durations: Durations,
+}
+
+/// Runs `options.command` as an MCP stdio server under corral's containment
+/// and relays between it and the client on this process's standard input and
+/// output. Writes the report (`options.report`) on success and on failure.
+///
+/// # Errors
+/// See [`Error`]; [`Error::exit_status`] gives the status to exit with.
+pub async fn wrap(options: WrapOptions) -> Result<WrapExit, Error> {
+    let started = Instant::now();
+    let sink = match &options.report {
+        Some(path) => Some(Sink::create(path)?),
+        None => None,
+    };
+    let result = match stdio::open() {
+        Ok((input, output)) => run(&options, input, output, started).await,
+        Err(error) => Err(error),
+    };
+    finish(&options, sink, &result, started);
+    result
+}
+
+/// Like [`wrap`], with the client on `input` and `output` instead of this
+/// process's standard streams.
+///
+/// # Errors
+/// As [`wrap`].
+pub async fn wrap_with<I, O>(options: WrapOptions, input: I, output: O) -> Result<WrapExit, Error>
+where
+    I: AsyncRead + Unpin,
+    O: AsyncWrite + Unpin,
+{
+    let started = Instant::now();
+    let sink = match &options.report {
+        Some(path) => Some(Sink::create(path)?),
+        None => None,
+    };
+    let result = run(&options, input, output, started).await;
+    finish(&options, sink, &result, started);
+    result
+}
+
+/// Tells survivors on standard error and writes the report.
+fn finish(
+    options: &WrapOptions,
+    sink: Option<Sink>,
+    result: &Result<WrapExit, Error>,
+    started: Instant,
+) {
+    if let Ok(exit) = result {
+        let survivors = &exit.finished.report.survivors;
+        if !survivors.is_empty() {
+            let list: Vec<String> = survivors
+                .iter()
+                .map(|p| format!("{} ({})", p.pid, p.command))
+                .collect();
+            eprintln!(
+                "corral mcp: {} process(es) of the server survived SIGKILL and --final-bound: {}",
+                list.len(),
+                list.join(", ")
+            );
+        }
+    }
+    let Some(sink) = sink else { return };
+    let report = match result {
+        Ok(exit) => Report::of_exit(&options.command, exit),
+        Err(error) => Report::of_error(&options.command, error, started.elapsed()),
+    };
+    sink.write(&report);
+}
+
+/// Polls an optional future; pending for ever once it is `None`.
+async fn running<F: Future + Unpin>(future: &mut Option<F>) -> F::Output {
+    match future {
+        Some(future) => future.await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn run<I, O>(
+    options: &WrapOptions,
+    mut input: I,
+    mut output: O,
+    started: Instant,
+) -> Result<WrapExit, Error>
+where
+    I: AsyncRead + Unpin,
+    O: AsyncWrite + Unpin,
+{
+    let (program, args) = options.command.split_first().ok_or(Error::NoCommand)?;
+    let mut signals = if options.handle_signals {
+        Watch::install(options.parent)?
+    } else {
+        Watch::default()
+    };
+    let cancel = CancellationToken::new();
+    let mut child = corral::Command::new(program)
+        .args(args)
+        .stdin(Input::Piped)
+        .stdout(Output::Piped)
+        .stderr(Output::Inherit)
+        .grace(options.kill_after)
+        .final_bound(options.final_bound)
+        .backend(options.backend)
+        .cancel_on(cancel.clone())
+        .spawn()
+        .await
+        .map_err(Error::Spawn)?;
+    let spawned = Instant::now();
+    let pid = child.id();
+    // The leader is unreaped until `wait` returns, so this is its identity.
+    let start_time = corral::identity::read_stat(pid).map_or(0, |stat| stat.start_time);
+    tracing::info!(pid, backend = %child.backend(), "spawned the MCP server");
+    let pipes = (child.take_stdin(), child.take_stdout());
+    let (Some(mut server_in), Some(mut server_out)) = pipes else {
+        // Unreachable with piped stdio; the dropped child is terminated.
+        return Err(Error::Setup {
+            what: "the server's pipes were not set up",
+            source: std::io::ErrorKind::BrokenPipe.into(),
+        });
+    };
+    let shared = Shared::new(
+        options.max_frame_bytes,
+        Box::new(|line| eprintln!("{line}")),
+    );
+
+    let mut wait = Box::pin(child.wait());
+    // Owns the server's stdin: dropping it closes the pipe.
+    let mut to_server = Some(Box::pin(async {
+        let end = pump(
+            Side::Client,
+            &mut input,
+            &mut server_in,
+            &shared,
+            OnWriteError::Stop,
+        )
+        .await;
+        drop(server_in);
+        end
+    }));
+    let mut to_client = Some(Box::pin(pump(
+        Side::Server,
+        &mut server_out,
+        &mut output,
+        &shared,
+        OnWriteError::Discard,
+    )));
+
+    // Relay until one side ends.
+    let mut received = None;
+    let mut finished = None;
+    let ending = tokio::select! {
+        biased;
+        signal = signals.recv() => {
+            received = Some(signal);
+            Ending::Interrupted
+        }
+        result = &mut wait => {
+            finished = Some(result.map_err(Error::Supervise)?);
+            Ending::ServerExited
+        }
+        end = running(&mut to_server) => {
+            to_server = None;
+            match end {
+                PumpEnd::Eof | PumpEnd::ReadFailed(_) => Ending::ClientClosed,
+                PumpEnd::WriteFailed(_) => Ending::ServerClosedInput,
+            }
+        }
+        () = shared.client_broken.notified() => Ending::ClientGone,
+        _ = running(&mut to_client) => {
+            to_client = None;
+            Ending::ServerClosedOutput
+        }
+    };
+    let ended = Instant::now();
+    tracing::info!(?ending, signal = ?received, "relay ending");
+
+    // Shut the server down, or wait for it to finish dying.
+    if !ending.by_server() {
+        to_server = None;
+        tracing::info!(
+            close_grace = ?options.close_grace,
+            "shutdown: closed the server's stdin, waiting for it to exit"
+        );
+    }
+    let finished = match finished {
+        Some(finished) => finished,
+        None => {
+            let deadline = Instant::now() + options.close_grace;
+            let mut terminating = false;
+            loop {
+                tokio::select! {
+                    biased;
+                    result = &mut wait => break result.map_err(Error::Supervise)?,
+                    signal = signals.recv(), if !terminating => {
+                        received.get_or_insert(signal);
+                        tracing::info!(%signal, "shutdown: received a signal, ending the tree now");
+                        cancel.cancel();
+                        terminating = true;
+                    }
+                    () = sleep_until(deadline), if !terminating => {
+                        tracing::info!(
+                            kill_after = ?options.kill_after,
+                            "shutdown: still running after --close-grace, sending SIGTERM to the tree"
+                        );
+                        cancel.cancel();
+                        terminating = true;
+                    }
+                    _ = running(&mut to_client) => to_client = None,
+                    _ = running(&mut to_server) => to_server = None,
+                }
+            }
+        }
+    };
+    let gone = Instant::now();
+    tell(&finished);
+
+    // What the server wrote before it died still goes to the client.
+    {
+        let rest = to_client;
+        if let Some(rest) = rest
+            && timeout(DRAIN, rest).await.is_err()
+        {
+            tracing::info!("the server's output was still open after its tree ended");
+        }
+    }
+    drop(to_server);
+    let message = unanswered_message(ending, received, finished.outcome);
+    if timeout(ANSWER_BOUND, shared.answer_in_flight(&mut output, &message))
+        .await
+        .is_err()
+    {
+        tracing::info!("answering the requests in flight timed out");
+    }
+    let relay = shared.stats();
+    if relay.in_flight_answered > 0 {
+        tracing::info!(
+            answered = relay.in_flight_answered,
+            %message,
+            "answered the client's requests in flight"
+        );
+    }
+    let status = ExitStatus::of(ending, received, finished.outcome, finished.leader);
+    Ok(WrapExit {
+        status,
+        ending,
+        received,
+        server: (pid, start_time),
+        durations: Durations {
+            relay: ended - spawned,
+            shutdown: gone - ended,
+            cleanup: finished.report.cleanup_time,
+            total: started.elapsed(),
+        },
+        finished,
+        relay,
+    })
+}
+
+/// Logs what the cleanup did.
+fn tell(finished: &Finished) {
+    let report = &finished.report;
+    for sent in &report.signals {
+        tracing::info!(
+            signal = %sent.signal,
+            delivered = ?sent.delivered,
+            at = ?sent.at,
+            "shutdown: signal sent"
+        );
+    }
+    tracing::info!(
+        outcome = ?finished.outcome,
+        leader = ?finished.leader,
+        survivors = report.survivors.len(),
+        cleanup = ?report.cleanup_time,
+        "the server's tree is gone"
+    );
+    for note in &report.notes {
+        tracing::info!(%note, "cleanup note");
+    }
+}
