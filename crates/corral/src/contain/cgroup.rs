@@ -168,9 +168,7 @@ impl Leaf {
             removed: false,
         };
         let events = self.path.join("cgroup.events");
-        let watch = sys::watch_modified(&events)
-            .and_then(sys::async_fd)
-            .map_err(|source| Error::Cgroup {
+        let watch = sys::open_events(&events).map_err(|source| Error::Cgroup {
                 path: events,
                 source,
             })?;
@@ -239,12 +237,18 @@ impl CgroupTree {
     }
 
     pub(crate) fn is_empty(&self) -> io::Result<bool> {
-        let events = fs::read_to_string(self.path.join("cgroup.events"))?;
+        let events = match &self.watch {
+            Some(watch) => sys::read_from_start(watch.get_ref().as_fd())?,
+            None => fs::read_to_string(self.path.join("cgroup.events"))?,
+        };
         Ok(events.lines().any(|l| l.trim() == "populated 0"))
     }
 
+    /// Waits for `populated 0`, woken by the kernel's change notification on
+    /// `cgroup.events` (never by polling), or for the deadline.
     pub(crate) async fn wait_empty(&mut self, deadline: Instant) -> io::Result<bool> {
         loop {
+            // Reading re-arms the notification, so read before waiting.
             if self.is_empty()? {
                 return Ok(true);
             }
@@ -252,11 +256,7 @@ impl CgroupTree {
                 return Ok(false);
             };
             tokio::select! {
-                ready = watch.readable() => {
-                    let mut guard = ready?;
-                    sys::drain(guard.get_inner().as_fd());
-                    guard.clear_ready();
-                }
+                ready = watch.ready(tokio::io::Interest::PRIORITY) => ready?.clear_ready(),
                 () = tokio::time::sleep_until(deadline) => return self.is_empty(),
             }
         }

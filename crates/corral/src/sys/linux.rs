@@ -105,22 +105,27 @@ pub(crate) fn set_child_subreaper(on: bool) -> io::Result<()> {
     Ok(rustix::process::set_child_subreaper(me)?)
 }
 
-/// An inotify descriptor watching `path` for modification (how `cgroup.events`
-/// announces `populated 0`). Non-blocking and close-on-exec.
+/// Opens a kernfs file such as `cgroup.events` for change notification:
+/// the kernel wakes `poll` with `POLLPRI` after each change, re-armed by
+/// reading the file again (cheaper than inotify, whose teardown waits for an
+/// SRCU grace period).
 ///
 /// # References
-/// - <https://man7.org/linux/man-pages/man7/inotify.7.html>
-pub(crate) fn watch_modified(path: &Path) -> io::Result<OwnedFd> {
-    use rustix::fs::inotify;
-    let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)?;
-    inotify::add_watch(&fd, path, inotify::WatchFlags::MODIFY)?;
-    Ok(fd)
+/// - <https://docs.kernel.org/admin-guide/cgroup-v2.html> ("cgroup.events")
+pub(crate) fn open_events(path: &Path) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK, Mode::empty())?;
+    // SAFETY: the `OwnedFd` is valid and owned by the `AsyncFd`, which closes
+    // it only after deregistering it.
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::PRIORITY) }
+        .map_err(|e| e.into_parts().1)
 }
 
-/// Reads and discards pending events of a non-blocking descriptor.
-pub(crate) fn drain(fd: BorrowedFd<'_>) {
-    let mut buf = [0u8; 4096];
-    while matches!(rustix::io::read(fd, &mut buf), Ok(n) if n > 0) {}
+/// Reads a small kernfs file from the start through an open descriptor.
+pub(crate) fn read_from_start(fd: BorrowedFd<'_>) -> io::Result<String> {
+    let mut buf = [0u8; 512];
+    let n = rustix::io::pread(fd, &mut buf, 0)?;
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
 /// What a freshly forked child does before `exec`.
