@@ -391,7 +391,8 @@ fn startup_sweep_ends_a_crashed_predecessors_tree() {
         "only the successor's own record is left"
     );
     kill_leftovers(&second.tree);
-    assert!(send_signal(&second.owner, Signal::KILL));
+    // The owner may already have finished once its tree was killed.
+    let _ = send_signal(&second.owner, Signal::KILL);
     let _ = second.child.wait();
     drop(guard);
     let _ = std::fs::remove_dir_all(&dir);

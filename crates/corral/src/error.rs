@@ -57,6 +57,15 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// This process has SIGCHLD ignored (or `SA_NOCLDWAIT`): the kernel would
+    /// reap the leader by itself and free its pid while corral still names
+    /// it, so nothing is spawned.
+    #[error(
+        "SIGCHLD is ignored in this process, so the kernel reaps children itself and their \
+         pids could be reused while corral signals them; restore SIGCHLD's default \
+         disposition before spawning (a parent may have left it ignored)"
+    )]
+    ChildrenAutoreaped,
     /// The supervising task ended without a result (the runtime shut down or
     /// the task panicked). Its tree was killed synchronously.
     #[error("the supervisor task ended without a result (runtime shutting down?)")]

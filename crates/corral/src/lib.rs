@@ -49,6 +49,7 @@ pub mod contain;
 mod error;
 pub mod host;
 pub mod identity;
+mod launch;
 pub mod ledger;
 pub mod outcome;
 mod owner;

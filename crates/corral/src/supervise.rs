@@ -7,7 +7,6 @@
 //! still signal them.
 
 use std::{
-    fs, io,
     os::fd::{AsFd, OwnedFd},
     path::PathBuf,
     sync::{
@@ -21,11 +20,12 @@ use tokio::{net::unix::pipe, sync::oneshot, time::Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    Backend, CleanupReport, Command, Error, Exit, Finished, Input, Leftovers, Outcome, Output,
-    SignalSent, SpawnFailure, Trigger,
+    Backend, CleanupReport, Command, Error, Exit, Finished, Leftovers, Outcome, Output, SignalSent,
+    Trigger,
     capture::{Captured, OutputTap, Reader},
     contain::{self, Leader, Tree},
     identity,
+    launch::{self, Launched},
     owner::{self, Registration},
     sys,
     terminate::{Escalation, Step},
@@ -143,27 +143,36 @@ impl Drop for Child {
 
 /// Spawns `command` and starts its supervisor task.
 pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
-    check_cwd(&command)?;
+    launch::check_cwd(&command)?;
+    if sys::children_autoreaped().unwrap_or(false) {
+        return Err(Error::ChildrenAutoreaped);
+    }
     owner::startup_sweep();
     let prepared = contain::prepare(command.backend)?;
     let backend = prepared.backend();
     let mut registration = Registration::before_spawn(&command, backend, prepared.cgroup_path());
-    let mut std_command = std_command(&command);
-    let mut spawned = sys::spawn(&mut std_command, prepared.child_setup())
-        .map_err(|source| spawn_error(&command, source))?;
+    let launched = launch::launch(&command, &prepared)
+        .map_err(|source| launch::spawn_error(&command, source))?;
     let started = Instant::now();
-    let pid = spawned.id() as i32;
-    // Our unreaped child: its pid cannot have been reused, so this pidfd is it.
-    let leader = open_leader(pid).inspect_err(|_| {
-        let _ = spawned.kill();
-        let _ = spawned.wait();
-    })?;
-    let tree = prepared.start(&leader);
-    let mut tree = match tree {
+    let pid = launched.pid;
+    let Launched {
+        pidfd,
+        stdin: stdin_fd,
+        stdout: stdout_fd,
+        stderr: stderr_fd,
+        ..
+    } = launched;
+    let leader = match open_leader(pid, pidfd) {
+        Ok(leader) => leader,
+        Err((error, pidfd)) => {
+            sys::kill_and_reap(pidfd.as_fd());
+            return Err(error);
+        }
+    };
+    let mut tree = match prepared.start(&leader) {
         Ok(tree) => tree,
         Err(error) => {
-            let _ = spawned.kill();
-            let _ = spawned.wait();
+            sys::kill_and_reap(leader.pidfd.get_ref().as_fd());
             return Err(error);
         }
     };
@@ -188,17 +197,13 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
         })
     };
     let streams = (|| {
-        let (stdout_reader, stdout) =
-            reader_for(spawned.stdout.take().map(OwnedFd::from), command.stdout)?;
-        let (stderr_reader, stderr) =
-            reader_for(spawned.stderr.take().map(OwnedFd::from), command.stderr)?;
-        let stdin = match spawned.stdin.take() {
-            Some(fd) => Some(
-                pipe::Sender::from_owned_fd(OwnedFd::from(fd)).map_err(|source| Error::Os {
-                    what: "registering the input pipe",
-                    source,
-                })?,
-            ),
+        let (stdout_reader, stdout) = reader_for(stdout_fd, command.stdout)?;
+        let (stderr_reader, stderr) = reader_for(stderr_fd, command.stderr)?;
+        let stdin = match stdin_fd {
+            Some(fd) => Some(pipe::Sender::from_owned_fd(fd).map_err(|source| Error::Os {
+                what: "registering the input pipe",
+                source,
+            })?),
             None => None,
         };
         Ok::<_, Error>((stdout_reader, stdout, stderr_reader, stderr, stdin))
@@ -207,13 +212,11 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
         Ok(streams) => streams,
         Err(error) => {
             tree.kill_now();
-            let _ = spawned.wait();
+            sys::kill_and_reap(leader.pidfd.get_ref().as_fd());
             tree.close();
             return Err(error);
         }
     };
-    // From here on the leader is reaped through its pidfd, never through `spawned`.
-    drop(spawned);
     let stdout_tap = stdout_reader.as_ref().map(Reader::tap);
     let stderr_tap = stderr_reader.as_ref().map(Reader::tap);
 
@@ -252,85 +255,27 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
     })
 }
 
-fn check_cwd(command: &Command) -> Result<(), Error> {
-    let Some(dir) = &command.cwd else {
-        return Ok(());
+/// Wraps the leader's pidfd for async waiting and reads its start time; on
+/// failure hands the pidfd back so the caller can kill and reap the leader.
+fn open_leader(pid: i32, pidfd: OwnedFd) -> Result<Leader, (Error, OwnedFd)> {
+    let start_time = match identity::read_stat(pid) {
+        Ok(stat) => stat.start_time,
+        Err(source) => {
+            let what = "reading the leader's /proc entry";
+            return Err((Error::Os { what, source }, pidfd));
+        }
     };
-    let failure = |source| Error::Spawn {
-        program: command.program(),
-        failure: SpawnFailure::BadCwd,
-        source,
-    };
-    match fs::metadata(dir) {
-        Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(_) => Err(failure(io::Error::new(
-            io::ErrorKind::NotADirectory,
-            format!("{} is not a directory", dir.display()),
-        ))),
-        Err(source) => Err(failure(io::Error::new(
-            source.kind(),
-            format!("{}: {source}", dir.display()),
-        ))),
+    match sys::async_fd_or_back(pidfd) {
+        Ok(pidfd) => Ok(Leader {
+            pid,
+            start_time,
+            pidfd,
+        }),
+        Err((source, pidfd)) => {
+            let what = "registering the leader's pidfd";
+            Err((Error::Os { what, source }, pidfd))
+        }
     }
-}
-
-fn std_command(command: &Command) -> std::process::Command {
-    let mut std_command = std::process::Command::new(&command.program);
-    std_command.args(&command.args);
-    if command.env_clear {
-        std_command.env_clear();
-    }
-    for (key, value) in &command.env {
-        match value {
-            Some(value) => std_command.env(key, value),
-            None => std_command.env_remove(key),
-        };
-    }
-    if let Some(dir) = &command.cwd {
-        std_command.current_dir(dir);
-    }
-    std_command.stdin(match command.stdin {
-        Input::Null => std::process::Stdio::null(),
-        Input::Inherit => std::process::Stdio::inherit(),
-        Input::Piped => std::process::Stdio::piped(),
-    });
-    let output = |mode| match mode {
-        Output::Capture | Output::Piped => std::process::Stdio::piped(),
-        Output::Inherit => std::process::Stdio::inherit(),
-        Output::Null => std::process::Stdio::null(),
-    };
-    std_command.stdout(output(command.stdout));
-    std_command.stderr(output(command.stderr));
-    std_command
-}
-
-fn spawn_error(command: &Command, source: io::Error) -> Error {
-    let failure = match source.kind() {
-        io::ErrorKind::NotFound => SpawnFailure::NotFound,
-        io::ErrorKind::PermissionDenied => SpawnFailure::NotExecutable,
-        _ if sys::is_not_executable(&source) => SpawnFailure::NotExecutable,
-        _ => SpawnFailure::Other,
-    };
-    Error::Spawn {
-        program: command.program(),
-        failure,
-        source,
-    }
-}
-
-fn open_leader(pid: i32) -> Result<Leader, Error> {
-    let os = |what| move |source| Error::Os { what, source };
-    let pidfd = sys::pidfd_open(pid)
-        .and_then(sys::async_fd)
-        .map_err(os("opening a pidfd for the leader"))?;
-    let start_time = identity::read_stat(pid)
-        .map_err(os("reading the leader's /proc entry"))?
-        .start_time;
-    Ok(Leader {
-        pid,
-        start_time,
-        pidfd,
-    })
 }
 
 /// The state of one supervised tree, owned by its task.

@@ -115,6 +115,7 @@ pub(crate) enum LeafError {
 pub(crate) struct Leaf {
     path: PathBuf,
     procs: OwnedFd,
+    dir: OwnedFd,
     /// Whether dropping the leaf removes the directory (until a tree owns it).
     owned: bool,
 }
@@ -136,10 +137,12 @@ impl Leaf {
             .write(true)
             .open(path.join("cgroup.procs"))
             .map(OwnedFd::from);
-        match procs {
-            Ok(procs) => Ok(Self {
+        let dir = sys::open_dir(&path);
+        match procs.and_then(|procs| Ok((procs, dir?))) {
+            Ok((procs, dir)) => Ok(Self {
                 path,
                 procs,
+                dir,
                 owned: true,
             }),
             Err(e) => {
@@ -151,6 +154,11 @@ impl Leaf {
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The leaf's directory, for `clone3(CLONE_INTO_CGROUP)`.
+    pub(crate) fn dir(&self) -> &OwnedFd {
+        &self.dir
     }
 
     /// `cgroup.procs`, open for writing (close-on-exec, as std opens files).
@@ -169,9 +177,9 @@ impl Leaf {
         };
         let events = self.path.join("cgroup.events");
         let watch = sys::open_events(&events).map_err(|source| Error::Cgroup {
-                path: events,
-                source,
-            })?;
+            path: events,
+            source,
+        })?;
         tree.watch = Some(watch);
         Ok(tree)
     }

@@ -211,6 +211,14 @@ impl Prepared {
         }
     }
 
+    /// The leaf cgroup's directory handle, for spawning straight into it.
+    pub(crate) fn cgroup_dir(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        match self {
+            Prepared::Cgroup(leaf) => Some(leaf.dir().as_fd()),
+            _ => None,
+        }
+    }
+
     /// The leaf cgroup, with the cgroup backend.
     pub(crate) fn cgroup_path(&self) -> Option<PathBuf> {
         match self {

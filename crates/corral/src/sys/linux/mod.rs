@@ -11,6 +11,10 @@ use std::{
 
 use rustix::process::{Pid, PidfdFlags, WaitId, WaitIdOptions};
 
+mod clone3;
+
+pub(crate) use clone3::{Clone3Error, Exec, spawn_into_cgroup};
+
 use crate::{Exit, Signal};
 
 fn pid(raw: i32) -> io::Result<Pid> {
@@ -114,7 +118,11 @@ pub(crate) fn set_child_subreaper(on: bool) -> io::Result<()> {
 /// - <https://docs.kernel.org/admin-guide/cgroup-v2.html> ("cgroup.events")
 pub(crate) fn open_events(path: &Path) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
     use rustix::fs::{Mode, OFlags};
-    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK, Mode::empty())?;
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::empty(),
+    )?;
     // SAFETY: the `OwnedFd` is valid and owned by the `AsyncFd`, which closes
     // it only after deregistering it.
     unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::PRIORITY) }
@@ -221,11 +229,17 @@ pub(crate) fn is_unsupported(error: &io::Error) -> bool {
     error.raw_os_error() == Some(libc::ENOSYS)
 }
 
-/// Registers an owned descriptor with tokio's reactor.
-pub(crate) fn async_fd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+/// Registers an owned descriptor with tokio's reactor; on failure the
+/// descriptor is handed back.
+pub(crate) fn async_fd_or_back(
+    fd: OwnedFd,
+) -> Result<tokio::io::unix::AsyncFd<OwnedFd>, (io::Error, OwnedFd)> {
     // SAFETY: the `OwnedFd` is valid and owned by the `AsyncFd`, which closes
     // it only after deregistering it; nothing else closes or replaces it.
-    unsafe { tokio::io::unix::AsyncFd::register(fd) }.map_err(|e| e.into_parts().1)
+    unsafe { tokio::io::unix::AsyncFd::register(fd) }.map_err(|e| {
+        let (fd, error) = e.into_parts();
+        (error, fd)
+    })
 }
 
 /// Whether a spawn error means the file is not an executable format.
@@ -309,4 +323,46 @@ pub(crate) fn ignore(signal: Signal) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Opens a directory for use as a handle (a cgroup for `CLONE_INTO_CGROUP`).
+pub(crate) fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    Ok(rustix::fs::open(
+        path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// A pipe whose both ends are close-on-exec: (read end, write end).
+pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
+}
+
+/// Whether `path` is a regular file this process may execute.
+pub(crate) fn is_executable_file(path: &Path) -> io::Result<bool> {
+    if !std::fs::metadata(path)?.is_file() {
+        return Ok(false);
+    }
+    Ok(rustix::fs::access(path, rustix::fs::Access::EXEC_OK).is_ok())
+}
+
+/// Kills our child through its pidfd and reaps it (spawn error paths).
+pub(crate) fn kill_and_reap(pidfd: BorrowedFd<'_>) {
+    let _ = rustix::process::pidfd_send_signal(pidfd, rustix::process::Signal::KILL);
+    let _ = rustix::process::waitid(WaitId::PidFd(pidfd), WaitIdOptions::EXITED);
+}
+
+/// Whether this process's children are reaped by the kernel (SIGCHLD set to
+/// `SIG_IGN`, or `SA_NOCLDWAIT`): their pids are then freed while corral still
+/// names them, so supervision is refused.
+pub(crate) fn children_autoreaped() -> io::Result<bool> {
+    // SAFETY: an all-zero sigaction is a valid out-parameter.
+    let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a null `act` only queries; `current` is a valid pointer.
+    if unsafe { libc::sigaction(libc::SIGCHLD, std::ptr::null(), &mut current) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(current.sa_sigaction == libc::SIG_IGN || current.sa_flags & libc::SA_NOCLDWAIT != 0)
 }

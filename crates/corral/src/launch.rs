@@ -1,0 +1,345 @@
+//! Starting the leader: straight into its cgroup with `clone3` where the
+//! kernel allows it, otherwise through std's spawn (with a pre-exec hook for
+//! the cgroup, `posix_spawn` for the other backends).
+
+use std::{
+    ffi::{CString, OsStr, OsString},
+    fs, io,
+    os::{
+        fd::{AsFd, OwnedFd},
+        unix::ffi::{OsStrExt, OsStringExt},
+    },
+    path::Path,
+};
+
+use crate::{Command, Error, Input, Output, SpawnFailure, contain::Prepared, sys};
+
+/// A leader that runs: our unreaped child, with its pidfd and our ends of
+/// its pipes.
+#[derive(Debug)]
+pub(crate) struct Launched {
+    pub(crate) pid: i32,
+    pub(crate) pidfd: OwnedFd,
+    pub(crate) stdin: Option<OwnedFd>,
+    pub(crate) stdout: Option<OwnedFd>,
+    pub(crate) stderr: Option<OwnedFd>,
+}
+
+/// Checks the working directory up front, so that a bad one is reported as
+/// such and not as a missing program.
+pub(crate) fn check_cwd(command: &Command) -> Result<(), Error> {
+    let Some(dir) = &command.cwd else {
+        return Ok(());
+    };
+    let failure = |source| Error::Spawn {
+        program: command.program(),
+        failure: SpawnFailure::BadCwd,
+        source,
+    };
+    match fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(failure(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            format!("{} is not a directory", dir.display()),
+        ))),
+        Err(source) => Err(failure(io::Error::new(
+            source.kind(),
+            format!("{}: {source}", dir.display()),
+        ))),
+    }
+}
+
+/// Classifies a spawn error for the caller.
+pub(crate) fn spawn_error(command: &Command, source: io::Error) -> Error {
+    let failure = match source.kind() {
+        io::ErrorKind::NotFound => SpawnFailure::NotFound,
+        io::ErrorKind::PermissionDenied => SpawnFailure::NotExecutable,
+        _ if sys::is_not_executable(&source) => SpawnFailure::NotExecutable,
+        _ => SpawnFailure::Other,
+    };
+    Error::Spawn {
+        program: command.program(),
+        failure,
+        source,
+    }
+}
+
+/// Starts the leader inside the prepared containment.
+pub(crate) fn launch(command: &Command, prepared: &Prepared) -> io::Result<Launched> {
+    if let Some(cgroup) = prepared.cgroup_dir() {
+        match launch_into_cgroup(command, cgroup) {
+            Err(Launch::Unavailable(error)) => {
+                tracing::debug!(%error, "clone3 into the cgroup unavailable; falling back to a pre-exec move");
+            }
+            Err(Launch::Failed(error)) => return Err(error),
+            Ok(launched) => return Ok(launched),
+        }
+    }
+    launch_with_std(command, prepared)
+}
+
+enum Launch {
+    Unavailable(io::Error),
+    Failed(io::Error),
+}
+
+fn launch_into_cgroup(
+    command: &Command,
+    cgroup: std::os::fd::BorrowedFd<'_>,
+) -> Result<Launched, Launch> {
+    let failed = Launch::Failed;
+    let envp = environment(command).map_err(failed)?;
+    let path = envp
+        .iter()
+        .find_map(|e| e.as_bytes().strip_prefix(b"PATH="))
+        .map(OsStr::from_bytes);
+    let program = resolve(&command.program, path).map_err(Launch::Failed)?;
+    let argv = std::iter::once(&command.program)
+        .chain(&command.args)
+        .map(|a| c_string(a.as_bytes()))
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(Launch::Failed)?;
+    let cwd = match &command.cwd {
+        Some(dir) => Some(c_string(dir.as_os_str().as_bytes()).map_err(Launch::Failed)?),
+        None => None,
+    };
+    let stdin = input(command.stdin).map_err(Launch::Failed)?;
+    let stdout = output(command.stdout).map_err(Launch::Failed)?;
+    let stderr = output(command.stderr).map_err(Launch::Failed)?;
+    let exec = sys::Exec {
+        program: &program,
+        argv: &argv,
+        envp: &envp,
+        cwd: cwd.as_deref(),
+        stdio: [
+            stdin.child.as_ref().map(AsFd::as_fd),
+            stdout.child.as_ref().map(AsFd::as_fd),
+            stderr.child.as_ref().map(AsFd::as_fd),
+        ],
+        cgroup,
+    };
+    match sys::spawn_into_cgroup(&exec) {
+        Ok((pid, pidfd)) => Ok(Launched {
+            pid,
+            pidfd,
+            stdin: stdin.parent,
+            stdout: stdout.parent,
+            stderr: stderr.parent,
+        }),
+        Err(sys::Clone3Error::Unavailable(error)) => Err(Launch::Unavailable(error)),
+        Err(sys::Clone3Error::Exec(error)) => Err(Launch::Failed(error)),
+    }
+}
+
+fn launch_with_std(command: &Command, prepared: &Prepared) -> io::Result<Launched> {
+    let mut std_command = std_command(command);
+    let mut child = sys::spawn(&mut std_command, prepared.child_setup())?;
+    let pid = child.id() as i32;
+    // Our unreaped child: its pid cannot have been reused, so this pidfd is it.
+    let pidfd = match sys::pidfd_open(pid) {
+        Ok(pidfd) => pidfd,
+        Err(error) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(error);
+        }
+    };
+    Ok(Launched {
+        pid,
+        pidfd,
+        stdin: child.stdin.take().map(OwnedFd::from),
+        stdout: child.stdout.take().map(OwnedFd::from),
+        stderr: child.stderr.take().map(OwnedFd::from),
+    })
+}
+
+fn std_command(command: &Command) -> std::process::Command {
+    let mut std_command = std::process::Command::new(&command.program);
+    std_command.args(&command.args);
+    if command.env_clear {
+        std_command.env_clear();
+    }
+    for (key, value) in &command.env {
+        match value {
+            Some(value) => std_command.env(key, value),
+            None => std_command.env_remove(key),
+        };
+    }
+    if let Some(dir) = &command.cwd {
+        std_command.current_dir(dir);
+    }
+    std_command.stdin(match command.stdin {
+        Input::Null => std::process::Stdio::null(),
+        Input::Inherit => std::process::Stdio::inherit(),
+        Input::Piped => std::process::Stdio::piped(),
+    });
+    let output = |mode| match mode {
+        Output::Capture | Output::Piped => std::process::Stdio::piped(),
+        Output::Inherit => std::process::Stdio::inherit(),
+        Output::Null => std::process::Stdio::null(),
+    };
+    std_command.stdout(output(command.stdout));
+    std_command.stderr(output(command.stderr));
+    std_command
+}
+
+/// The two ends of one standard stream: the child's (to `dup2`) and ours.
+struct Stream {
+    child: Option<OwnedFd>,
+    parent: Option<OwnedFd>,
+}
+
+fn input(mode: Input) -> io::Result<Stream> {
+    Ok(match mode {
+        Input::Inherit => Stream {
+            child: None,
+            parent: None,
+        },
+        Input::Null => Stream {
+            child: Some(fs::File::open("/dev/null")?.into()),
+            parent: None,
+        },
+        Input::Piped => {
+            let (read, write) = sys::pipe()?;
+            Stream {
+                child: Some(read),
+                parent: Some(write),
+            }
+        }
+    })
+}
+
+fn output(mode: Output) -> io::Result<Stream> {
+    Ok(match mode {
+        Output::Inherit => Stream {
+            child: None,
+            parent: None,
+        },
+        Output::Null => Stream {
+            child: Some(fs::OpenOptions::new().write(true).open("/dev/null")?.into()),
+            parent: None,
+        },
+        Output::Capture | Output::Piped => {
+            let (read, write) = sys::pipe()?;
+            Stream {
+                child: Some(write),
+                parent: Some(read),
+            }
+        }
+    })
+}
+
+fn c_string(bytes: &[u8]) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "an argument contains a NUL byte",
+        )
+    })
+}
+
+/// The child's environment as `KEY=VALUE` strings.
+fn environment(command: &Command) -> io::Result<Vec<CString>> {
+    let mut vars: Vec<(OsString, OsString)> = if command.env_clear {
+        Vec::new()
+    } else {
+        std::env::vars_os().collect()
+    };
+    for (key, value) in &command.env {
+        vars.retain(|(k, _)| k != key);
+        if let Some(value) = value {
+            vars.push((key.clone(), value.clone()));
+        }
+    }
+    vars.into_iter()
+        .map(|(key, value)| {
+            let mut entry = key.into_vec();
+            entry.push(b'=');
+            entry.extend(value.into_vec());
+            c_string(&entry)
+        })
+        .collect()
+}
+
+/// Finds `program` as `execvp` would: a name with a slash is used as is;
+/// otherwise the first executable regular file of that name in `PATH`.
+fn resolve(program: &OsStr, path: Option<&OsStr>) -> io::Result<CString> {
+    let bytes = program.as_bytes();
+    if bytes.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "empty program name",
+        ));
+    }
+    if bytes.contains(&b'/') {
+        return c_string(bytes);
+    }
+    let path = path.unwrap_or(OsStr::new("/usr/local/bin:/usr/bin:/bin"));
+    let mut denied = false;
+    for dir in path.as_bytes().split(|&b| b == b':') {
+        let dir = if dir.is_empty() {
+            Path::new(".")
+        } else {
+            Path::new(OsStr::from_bytes(dir))
+        };
+        let candidate = dir.join(program);
+        match sys::is_executable_file(&candidate) {
+            Ok(true) => return c_string(candidate.as_os_str().as_bytes()),
+            Ok(false) => denied = true,
+            Err(_) => {}
+        }
+    }
+    Err(if denied {
+        io::Error::from(io::ErrorKind::PermissionDenied)
+    } else {
+        io::Error::new(io::ErrorKind::NotFound, "not found in PATH")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_like_execvp() {
+        let found = resolve(
+            OsStr::new("sh"),
+            Some(OsStr::new("/nonexistent:/bin:/usr/bin")),
+        )
+        .expect("sh");
+        assert!(found.to_bytes().ends_with(b"/sh"));
+        assert_eq!(
+            resolve(OsStr::new("no-such-program-x"), Some(OsStr::new("/bin")))
+                .map_err(|e| e.kind()),
+            Err(io::ErrorKind::NotFound)
+        );
+        assert_eq!(
+            resolve(OsStr::new("./x"), None).expect("as is").to_bytes(),
+            b"./x"
+        );
+        assert!(resolve(OsStr::new(""), None).is_err());
+        // A directory named like the program is skipped and reported as not executable.
+        assert_eq!(
+            resolve(OsStr::new("bin"), Some(OsStr::new("/"))).map_err(|e| e.kind()),
+            Err(io::ErrorKind::PermissionDenied)
+        );
+    }
+
+    #[test]
+    fn environment_applies_changes_in_order() {
+        let command = Command::new("x")
+            .env_clear()
+            .env("A", "1")
+            .env("B", "2")
+            .env_remove("A")
+            .env("C", "3");
+        let env: Vec<Vec<u8>> = environment(&command)
+            .expect("env")
+            .into_iter()
+            .map(CString::into_bytes)
+            .collect();
+        assert_eq!(env, vec![b"B=2".to_vec(), b"C=3".to_vec()]);
+        let bad = Command::new("x").env("K", "a\0b");
+        assert!(environment(&bad).is_err());
+    }
+}
