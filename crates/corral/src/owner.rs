@@ -4,7 +4,7 @@
 use std::{
     path::PathBuf,
     sync::{
-        Once,
+        Mutex, Once,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{SystemTime, UNIX_EPOCH},
@@ -47,10 +47,21 @@ pub(crate) fn startup_sweep() {
     });
 }
 
-fn me() -> Identity {
+/// This process's identity and executable, read once per process (a forked
+/// child reads its own).
+fn me() -> (Identity, Option<PathBuf>) {
+    static ME: Mutex<Option<(Identity, Option<PathBuf>)>> = Mutex::new(None);
     let pid = sys::getpid();
-    let start_time = identity::read_stat(pid).map(|s| s.start_time).unwrap_or(0);
-    Identity { pid, start_time }
+    let mut cached = ME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    match &*cached {
+        Some((identity, exe)) if identity.pid == pid => (*identity, exe.clone()),
+        _ => {
+            let start_time = identity::read_stat(pid).map(|s| s.start_time).unwrap_or(0);
+            let me = (Identity { pid, start_time }, std::env::current_exe().ok());
+            *cached = Some(me.clone());
+            me
+        }
+    }
 }
 
 /// One tree's entries in the ledger and with the watchdog.
@@ -71,7 +82,7 @@ impl Registration {
         cgroup: Option<PathBuf>,
     ) -> Self {
         static SEQUENCE: AtomicU64 = AtomicU64::new(0);
-        let owner = me();
+        let (owner, owner_exe) = me();
         let mut notes = Vec::new();
         let record = Record {
             version: ledger::record::VERSION,
@@ -82,7 +93,7 @@ impl Registration {
                 SEQUENCE.fetch_add(1, Ordering::Relaxed)
             ),
             owner,
-            owner_exe: std::env::current_exe().ok(),
+            owner_exe,
             boot_id: ledger::boot_id(),
             backend,
             leader: None,

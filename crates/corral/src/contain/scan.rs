@@ -170,7 +170,9 @@ impl ScannedTree {
     }
 
     pub(crate) fn close(&mut self) {
-        if let Ok(table) = identity::all_processes() {
+        if matches!(self.rule, Rule::Subreaper(_))
+            && let Ok(table) = identity::all_processes()
+        {
             self.rule.tidy(&table);
         }
         self.rule.close();

@@ -4,8 +4,8 @@
 //! owner's successor at start-up.
 //!
 //! One JSON file per tree in the ledger directory, written atomically
-//! (temporary file, fsync, rename, fsync of the directory) so a reader never
-//! sees half a record, and removed when the tree is gone. Nothing in a record
+//! (temporary file, then rename) so a reader never sees half a record, and
+//! removed when the tree is gone. See [`write`] for why there is no fsync. Nothing in a record
 //! is trusted: every process it names is identity-checked (pid with start time
 //! and boot id) before any signal, and a cgroup path must lie inside the
 //! cgroup v2 mount and be one of corral's leaves.
@@ -84,7 +84,14 @@ fn path_of(dir: &Path, id: &str) -> PathBuf {
     dir.join(format!("{id}.json"))
 }
 
-/// Publishes `record` atomically (temp file, fsync, rename, fsync dir).
+/// Publishes `record` atomically: written to a temporary file, then renamed
+/// over the final name, so a reader sees the whole record or none of it.
+///
+/// There is deliberately no fsync. A record names processes of the current
+/// boot; the only failure fsync guards against (a kernel crash or power loss
+/// dropping the page cache) also ends every process the record names, and a
+/// process crash loses nothing already written. On a disk-backed `/run` the
+/// two fsyncs cost more than the rest of a spawn (BENCHMARKS.md).
 ///
 /// # Errors
 /// If the directory cannot be created or written.
@@ -94,12 +101,10 @@ pub fn write(record: &Record) -> io::Result<()> {
     let target = path_of(&dir, &record.id);
     let temporary = dir.join(format!(".{}.tmp", record.id));
     let bytes = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
-    sys::write_durably(&temporary, &bytes)?;
-    if let Err(error) = fs::rename(&temporary, &target) {
+    sys::write_private(&temporary, &bytes)?;
+    fs::rename(&temporary, &target).inspect_err(|_| {
         let _ = fs::remove_file(&temporary);
-        return Err(error);
-    }
-    sys::sync_dir(&dir)
+    })
 }
 
 /// Removes the record with this id; a missing record is not an error.

@@ -284,8 +284,8 @@ pub(crate) fn secure_dir(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes `bytes` to a new file at `path` (mode 0600) and fsyncs it.
-pub(crate) fn write_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// Writes `bytes` to a new file at `path` readable by us only (mode 0600).
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::{io::Write, os::unix::fs::OpenOptionsExt};
     let mut file = std::fs::OpenOptions::new()
         .write(true)
@@ -293,13 +293,7 @@ pub(crate) fn write_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .truncate(true)
         .mode(0o600)
         .open(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
-}
-
-/// fsyncs a directory, making a rename inside it durable.
-pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
+    file.write_all(bytes)
 }
 
 /// Blocks until `fd` is readable (a pidfd: until its process exits).
