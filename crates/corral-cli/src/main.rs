@@ -1,1 +1,80 @@
-fn main() {}
+//! `corral`: run a command as an owned process tree and end all of it on
+//! time. A drop-in for `timeout(1)`; see `corral run --help`.
+
+/// Writes one line starting `corral: ` to standard error. Never panics: a
+/// closed standard error must not crash corral while it owns a tree.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "corral: {}", format_args!($($arg)*));
+    }};
+}
+
+mod capabilities;
+mod cli;
+mod duration;
+mod exit;
+mod report;
+mod run;
+mod signals;
+
+use std::{io::IsTerminal, process::ExitCode};
+
+use clap::Parser;
+
+use crate::{
+    cli::{Cli, Command},
+    exit::Status,
+};
+
+fn main() -> ExitCode {
+    // Started as our own watchdog (`corral __corral-watchdog`): runs it and
+    // never returns. Otherwise records that this executable is the watchdog
+    // that ends the tree if corral itself is killed.
+    corral::watchdog::hook();
+    // A parent that dies later is noticed against this pid.
+    let parent = corral::host::parent_pid();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) if error.exit_code() == 0 => {
+            // --help, --version.
+            let _ = error.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(error) => {
+            say!("{}", cli::error_line(&error));
+            return ExitCode::from(Status::Failed.code());
+        }
+    };
+    let result = match &cli.command {
+        Command::Run(args) => {
+            init_logging(args.verbose);
+            run::main(args, parent)
+        }
+        Command::Capabilities { json } => capabilities::main(*json),
+        Command::Completions { shell } => cli::completions(*shell),
+    };
+    match result {
+        Ok(status) => ExitCode::from(status.code()),
+        Err(error) => {
+            say!("{error:#}");
+            ExitCode::from(Status::Failed.code())
+        }
+    }
+}
+
+/// Logs go to standard error: `corral=debug` with `-v`, `RUST_LOG` if set,
+/// nothing otherwise (no subscriber at all, which keeps start-up cheap).
+fn init_logging(verbose: bool) {
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.trim().is_empty() => spec,
+        _ if verbose => "corral=debug".to_owned(),
+        _ => return,
+    };
+    let filter = tracing_subscriber::EnvFilter::builder().parse_lossy(filter);
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}

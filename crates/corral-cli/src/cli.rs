@@ -1,0 +1,256 @@
+//! The command line, as clap parses it.
+
+use std::{ffi::OsString, path::PathBuf, time::Duration};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::{duration, exit};
+
+const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "\nSee which containment backends this machine offers: corral capabilities"
+);
+
+const EXAMPLES: &str = "\
+Examples:
+  corral run --timeout 10s -- make test
+  corral run -t 1m30s -k 2s -- ./server --port 8080
+  corral run -t 5 -s INT --report run.json -- python3 job.py
+  echo hello | corral run -- cat
+  corral capabilities";
+
+/// Run a command as an owned process tree and end all of it on time.
+#[derive(Debug, Parser)]
+#[command(
+    name = "corral",
+    version,
+    long_version = LONG_VERSION,
+    after_help = EXAMPLES,
+    subcommand_required = true,
+    disable_help_subcommand = true
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run COMMAND with a time limit, like timeout(1), and end its whole
+    /// process tree (setsid and double-fork escapes included).
+    #[command(after_help = run_after_help())]
+    Run(RunArgs),
+    /// Say which containment backends this machine offers, and why not the
+    /// others.
+    Capabilities {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a shell completion script to standard output.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// `corral run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// End the tree when this much time has passed. 0 (the default) means no
+    /// limit; what the command leaves behind is still ended when it exits.
+    #[arg(short, long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true, default_value = "0")]
+    pub timeout: Duration,
+
+    /// Send SIGKILL this long after SIGNAL if the tree has not ended. Unlike
+    /// timeout(1), corral never waits forever: the default is 5s, and 0
+    /// sends SIGKILL at once instead of SIGNAL.
+    #[arg(short, long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true, default_value = "5s")]
+    pub kill_after: Duration,
+
+    /// After SIGKILL, wait at most this long for the tree to be gone, then
+    /// exit anyway and report the survivors (processes stuck in the kernel).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true, default_value = "1s")]
+    pub final_bound: Duration,
+
+    /// The first signal sent to every process of the tree: a name (TERM,
+    /// SIGTERM) or a number.
+    #[arg(short, long, value_name = "SIG", default_value = "TERM")]
+    pub signal: corral::Signal,
+
+    /// Exit with the command's own status even after a timeout (the exit
+    /// code, or 128+N if it died of signal N) instead of 124.
+    #[arg(long)]
+    pub preserve_status: bool,
+
+    /// Say on standard error what corral does (each signal sent). RUST_LOG
+    /// overrides the log filter.
+    #[arg(short, long)]
+    pub verbose: bool,
+
+    /// How to contain the tree: auto picks cgroup, then subreaper, then
+    /// group (see `corral capabilities`).
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
+
+    /// Write a JSON report of the run to FILE (see docs/report.md).
+    #[arg(long, value_name = "FILE", conflicts_with = "report_fd")]
+    pub report: Option<PathBuf>,
+
+    /// Write the JSON report to this open file descriptor instead.
+    #[arg(long, value_name = "N")]
+    pub report_fd: Option<u32>,
+
+    /// The command and its arguments, after `--`.
+    #[arg(
+        last = true,
+        required = true,
+        value_name = "COMMAND",
+        num_args = 1..,
+        allow_hyphen_values = true
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// `--backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// The best available.
+    Auto,
+    /// A cgroup v2 leaf per run (holds every escape).
+    Cgroup,
+    /// corral adopts orphans as a child subreaper.
+    Subreaper,
+    /// A process group (setsid and double-fork escape it; on a terminal the
+    /// command runs in the background and cannot read from it).
+    Group,
+}
+
+impl BackendArg {
+    /// The library's choice.
+    pub fn choice(self) -> corral::BackendChoice {
+        use corral::{Backend, BackendChoice::Only};
+        match self {
+            Self::Auto => corral::BackendChoice::Auto,
+            Self::Cgroup => Only(Backend::Cgroup),
+            Self::Subreaper => Only(Backend::Subreaper),
+            Self::Group => Only(Backend::Group),
+        }
+    }
+}
+
+/// Prints the completion script for `shell` to standard output.
+///
+/// # Errors
+/// Never; the signature matches the other subcommands.
+pub fn completions(shell: clap_complete::Shell) -> anyhow::Result<exit::Status> {
+    use clap::CommandFactory;
+    clap_complete::generate(shell, &mut Cli::command(), "corral", &mut std::io::stdout());
+    Ok(exit::Status::Exited(0))
+}
+
+/// A clap error as one line (clap prints several: the error, a tip, the
+/// usage), with a hint where the fix is not obvious.
+pub fn error_line(error: &clap::Error) -> String {
+    use clap::error::ErrorKind;
+    let rendered = error.render().to_string();
+    let mut text = String::new();
+    let mut had_tip = false;
+    for line in rendered.lines().map(str::trim) {
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if let Some(tip) = line.strip_prefix("tip: ") {
+            had_tip = true;
+            text.push_str("; ");
+            text.push_str(tip);
+        } else if !line.is_empty() {
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            text.push_str(line.strip_prefix("error: ").unwrap_or(line));
+        }
+    }
+    let hint = match error.kind() {
+        ErrorKind::MissingRequiredArgument | ErrorKind::UnknownArgument if !had_tip => {
+            "; the command goes after `--`, e.g. corral run -t 10s -- sleep 20"
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+            text = "no subcommand given".to_owned();
+            ": use corral run [OPTIONS] -- COMMAND [ARGS...], corral capabilities or \
+             corral completions SHELL (see corral --help)"
+        }
+        _ => "",
+    };
+    text.push_str(hint);
+    text
+}
+
+fn run_after_help() -> String {
+    format!(
+        "{}\n\
+         DURATION: a number, fraction allowed, with an optional unit s (the default), m,\n\
+         h, d or ms; or a compound with a unit on every part, e.g. 1m30s, 1s500ms.\n\
+         \n\
+         Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to corral end the whole tree\n\
+         with the same policy (SIGNAL, then SIGKILL after --kill-after), then corral\n\
+         exits 128+N. A signal ignored when corral starts (as under nohup) stays ignored,\n\
+         and the command inherits that. If corral's parent dies, that counts as SIGTERM.\n\
+         \n\
+         Differences from timeout(1): the whole tree is ended, not just the command;\n\
+         --kill-after defaults to 5s and 0 means SIGKILL at once; 124 is returned after\n\
+         a timeout even with --signal KILL or when SIGKILL was needed (timeout gives 137);\n\
+         a script without #! is not run through sh (126).\n\
+         \n\
+         Examples:\n  \
+           corral run -t 10s -- make test\n  \
+           corral run -t 1m30s -k 500ms --report run.json -- ./job.sh\n  \
+           nohup corral run -t 2h -- ./backup.sh &",
+        exit::help()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults_match_the_library_policy() {
+        let cli = Cli::try_parse_from(["corral", "run", "--", "true"]).expect("parses");
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        let policy = corral::Policy::default();
+        assert_eq!(run.kill_after, policy.grace);
+        assert_eq!(run.final_bound, policy.final_bound);
+        assert_eq!(run.signal, policy.signal);
+        assert_eq!(run.timeout, Duration::ZERO);
+        assert_eq!(run.command, ["true"]);
+    }
+
+    #[test]
+    fn arguments_after_the_double_dash_belong_to_the_command() {
+        let cli = Cli::try_parse_from(["corral", "run", "-t", "1", "--", "ls", "-t", "--", "-v"])
+            .expect("parses");
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(run.command, ["ls", "-t", "--", "-v"]);
+        assert!(!run.verbose);
+    }
+
+    #[test]
+    fn command_without_double_dash_is_an_error() {
+        assert!(Cli::try_parse_from(["corral", "run", "true"]).is_err());
+        assert!(Cli::try_parse_from(["corral", "run", "-t", "1", "sleep", "2"]).is_err());
+        assert!(Cli::try_parse_from(["corral", "run", "--"]).is_err());
+    }
+}

@@ -1,0 +1,213 @@
+//! The `--report` JSON document: pinned by a golden file, also for spawn
+//! failures and `--report-fd`.
+//!
+//! Regenerate the golden file with `UPDATE_GOLDEN=1 cargo nextest run -p
+//! corral-cli -E 'binary(report)'` and review the diff: a changed shape
+//! needs a new `version`.
+
+mod common;
+
+use std::{path::PathBuf, process::Stdio};
+
+use common::{backend_available, corral};
+use serde_json::Value;
+
+const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/report.json");
+
+fn temp(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}.json", std::process::id()))
+}
+
+fn read_json(path: &PathBuf) -> Value {
+    let text = std::fs::read_to_string(path).expect("report written");
+    let _ = std::fs::remove_file(path);
+    serde_json::from_str(&text).expect("report is JSON")
+}
+
+/// Replaces volatile values (times, pids, start times, paths) by fixed ones,
+/// after checking their type.
+fn normalise(report: &mut Value) {
+    let zero_secs = |value: &mut Value| {
+        assert!(value.as_f64().is_some_and(|s| s >= 0.0), "seconds: {value}");
+        *value = Value::from(0.0);
+    };
+    for key in ["run", "cleanup", "total"] {
+        zero_secs(&mut report["durations"][key]);
+    }
+    for signal in report["signals"].as_array_mut().expect("signals") {
+        zero_secs(&mut signal["at"]);
+    }
+    for survivor in report["survivors"].as_array_mut().expect("survivors") {
+        survivor["pid"] = Value::from(0);
+        survivor["start_time"] = Value::from(0);
+    }
+    if report["cgroup"].is_string() {
+        report["cgroup"] = Value::from("<cgroup>");
+    }
+}
+
+/// A stubborn command (ignores SIGTERM) timed out: every part of the schema
+/// is exercised — two signals, escalation, a leader killed by SIGKILL. The
+/// subreaper backend counts deliveries and is available wherever /proc is.
+#[test]
+fn report_matches_the_golden_file() {
+    if let Err(reason) = backend_available("subreaper") {
+        eprintln!("skipping: subreaper backend unavailable: {reason}");
+        return;
+    }
+    let path = temp("golden");
+    let status = corral()
+        .args([
+            "run",
+            "--backend",
+            "subreaper",
+            "-t",
+            "1s",
+            "-k",
+            "300ms",
+            "--report",
+        ])
+        .arg(&path)
+        .args(["--", "sh", "-c", "trap '' TERM; exec sleep 10"])
+        .stdin(Stdio::null())
+        .status()
+        .expect("run corral");
+    assert_eq!(status.code(), Some(124));
+    let mut report = read_json(&path);
+    normalise(&mut report);
+    let actual = serde_json::to_string_pretty(&report).expect("serialise") + "\n";
+    if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
+        std::fs::write(GOLDEN, &actual).expect("write golden file");
+        return;
+    }
+    let golden = std::fs::read_to_string(GOLDEN).expect("golden file (UPDATE_GOLDEN=1 makes it)");
+    let golden: Value = serde_json::from_str(&golden).expect("golden is JSON");
+    assert_eq!(report, golden, "report differs from {GOLDEN}:\n{actual}");
+}
+
+#[test]
+fn spawn_failure_writes_a_report() {
+    let path = temp("spawn-failed");
+    let output = corral()
+        .args(["run", "--report"])
+        .arg(&path)
+        .args(["--", "/nonexistent/cmd", "arg"])
+        .output()
+        .expect("run corral");
+    assert_eq!(output.status.code(), Some(127));
+    let report = read_json(&path);
+    assert_eq!(report["version"], 1);
+    assert_eq!(report["outcome"]["kind"], "spawn_failed");
+    let error = report["outcome"]["error"].as_str().expect("error");
+    assert!(error.contains("not found"), "{error}");
+    assert_eq!(report["exit_status"], 127);
+    assert_eq!(
+        report["command"],
+        serde_json::json!(["/nonexistent/cmd", "arg"])
+    );
+    assert_eq!(report["leader"], Value::Null);
+    assert_eq!(report["backend"], Value::Null);
+    assert_eq!(report["effects_unknown"], false);
+}
+
+#[test]
+fn report_fd_receives_the_report() {
+    let path = temp("report-fd");
+    // The descriptor is opened by a shell redirection.
+    let script = format!(
+        "\"$0\" run --report-fd 3 -- sh -c 'exit 3' 3>'{}'",
+        path.display()
+    );
+    let status = std::process::Command::new("sh")
+        .args(["-c", &script, env!("CARGO_BIN_EXE_corral")])
+        .status()
+        .expect("run sh");
+    assert_eq!(status.code(), Some(3));
+    let report = read_json(&path);
+    assert_eq!(
+        report["outcome"],
+        serde_json::json!({"kind": "exited", "code": 3})
+    );
+    assert_eq!(report["leader"], serde_json::json!({"code": 3}));
+    assert_eq!(report["exit_status"], 3);
+    assert_eq!(report["signals"], serde_json::json!([]));
+}
+
+#[test]
+fn unwritable_report_fails_before_the_command_runs() {
+    let marker = temp("must-not-exist");
+    let output = corral()
+        .args([
+            "run",
+            "--report",
+            "/nonexistent/dir/report.json",
+            "--",
+            "touch",
+        ])
+        .arg(&marker)
+        .output()
+        .expect("run corral");
+    assert_eq!(output.status.code(), Some(125));
+    assert!(!marker.exists(), "the command ran");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("corral: ") && stderr.contains("--report"),
+        "{stderr}"
+    );
+}
+
+/// The keys of every object, recursively, as `a.b.c` paths.
+fn shape(value: &Value, prefix: &str, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map {
+                let path = format!("{prefix}.{key}");
+                out.push(path.clone());
+                shape(inner, &path, out);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                shape(item, &format!("{prefix}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// docs/report.md's examples have the shape of the reports corral writes.
+#[test]
+fn documented_examples_match_the_schema() {
+    let doc = include_str!("../docs/report.md");
+    let blocks: Vec<Value> = doc
+        .split("```json")
+        .skip(1)
+        .map(|rest| rest.split("```").next().unwrap_or_default())
+        .map(|block| serde_json::from_str(block).expect("example is JSON"))
+        .collect();
+    assert_eq!(blocks.len(), 2, "a timed-out and a spawn-failed example");
+    let golden: Value =
+        serde_json::from_str(&std::fs::read_to_string(GOLDEN).expect("golden")).expect("JSON");
+    let keys = |value: &Value| {
+        let mut out = Vec::new();
+        shape(value, "", &mut out);
+        out.sort();
+        out.dedup();
+        out
+    };
+    assert_eq!(
+        keys(&blocks[0]),
+        keys(&golden),
+        "timed-out example vs golden"
+    );
+    let top = |value: &Value| {
+        value
+            .as_object()
+            .map(|m| m.keys().cloned().collect::<Vec<_>>())
+    };
+    assert_eq!(
+        top(&blocks[1]),
+        top(&golden),
+        "spawn-failed example, top level"
+    );
+}

@@ -1,0 +1,265 @@
+//! Signals sent to corral end the whole tree; ignored ones stay ignored; the
+//! death of corral's parent counts as SIGTERM.
+
+mod common;
+
+use std::{
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use common::{
+    ESCAPEES, Guard, Lines, Proc, assert_all_gone, backend_args, corral, escapees, for_backends,
+    has_signal,
+};
+use rustix::process::Signal;
+
+/// corral must be gone this long after the signal: -k 300ms plus the final
+/// bound (1 s) plus slack for a noisy machine.
+const EXIT_BOUND: Duration = Duration::from_secs(10);
+
+/// Starts corral over the escapee tree and returns it with the tree's pids.
+fn start_with_escapees(backend: &str) -> (Guard, Lines, Proc, Vec<Proc>) {
+    start_with_escapees_in(corral(), backend)
+}
+
+fn start_with_escapees_in(mut command: Command, backend: &str) -> (Guard, Lines, Proc, Vec<Proc>) {
+    let mut child = command
+        .arg("run")
+        .args(backend_args(backend))
+        .args(["-k", "300ms", "--", "bash", "-c", ESCAPEES])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn corral");
+    let lines = Lines::new(child.stdout.take().expect("stdout"));
+    let mut guard = Guard::new(child);
+    let me = Proc::of(guard.child().id() as i32).expect("corral runs");
+    let tree = escapees(&lines, &mut guard);
+    (guard, lines, me, tree)
+}
+
+fn signal_ends_the_tree(signal: Signal, number: i32) {
+    for_backends(&["cgroup", "subreaper"], |backend| {
+        let (mut guard, _lines, me, tree) = start_with_escapees(backend);
+        // The tree runs, so corral installed its handlers before the spawn.
+        let caught = me.signal_masks()["SigCgt"];
+        assert!(
+            has_signal(caught, number),
+            "{backend}: no handler for signal {number}"
+        );
+        let sent = Instant::now();
+        assert!(me.signal(signal), "signal corral");
+        let status = guard.wait_exit(EXIT_BOUND).unwrap_or_else(|| {
+            panic!("{backend}: corral still runs {EXIT_BOUND:?} after signal {number}")
+        });
+        assert_eq!(status.code(), Some(128 + number), "{backend}");
+        assert_all_gone(&tree, &format!("{backend}, signal {number}"));
+        eprintln!("{backend}: signal {number} -> exit in {:?}", sent.elapsed());
+    });
+}
+
+#[test]
+fn sigint_ends_the_tree_and_exits_130() {
+    signal_ends_the_tree(Signal::INT, 2);
+}
+
+#[test]
+fn sigterm_ends_the_tree_and_exits_143() {
+    signal_ends_the_tree(Signal::TERM, 15);
+}
+
+#[test]
+fn sighup_ends_the_tree_and_exits_129() {
+    signal_ends_the_tree(Signal::HUP, 1);
+}
+
+#[test]
+fn sigquit_ends_the_tree_and_exits_131() {
+    signal_ends_the_tree(Signal::QUIT, 3);
+}
+
+/// SIGKILL cannot be caught: corral's watchdog (corral itself, re-entered
+/// through `corral::watchdog::hook`) ends the tree. A private ledger keeps
+/// other corral processes' start-up sweeps from doing the watchdog's job.
+#[test]
+fn sigkill_to_corral_still_ends_the_tree() {
+    for_backends(&["cgroup", "subreaper"], |backend| {
+        let ledger = PrivateLedger::new(backend);
+        let mut command = corral();
+        command
+            .env("CORRAL_LEDGER_DIR", &ledger.0)
+            .env("CORRAL_NO_STARTUP_SWEEP", "1");
+        let (mut guard, _lines, me, tree) = start_with_escapees_in(command, backend);
+        // The subreaper backend tells the watchdog of the leader just after
+        // the fork (the library's documented window); its ledger record,
+        // written right after that message, says the watchdog knows.
+        assert!(
+            common::wait_until(Duration::from_secs(5), || ledger.knows_leader()),
+            "{backend}: no ledger record with the leader"
+        );
+        assert!(me.signal(Signal::KILL));
+        let status = guard.wait_exit(EXIT_BOUND).expect("corral dies");
+        assert_eq!(common::shell_status(status), 137);
+        assert!(
+            common::wait_until(Duration::from_secs(5), || tree
+                .iter()
+                .all(|p| !p.is_alive())),
+            "{backend}: the tree outlived corral"
+        );
+    });
+}
+
+/// A ledger directory of one test. On drop (after the test's [`Guard`] has
+/// killed what it started) it removes the cgroup leaves its records name,
+/// which a failing run leaves behind, then itself.
+struct PrivateLedger(std::path::PathBuf);
+
+impl PrivateLedger {
+    fn new(backend: &str) -> Self {
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("ledger-{}-{backend}", std::process::id()));
+        Self(dir)
+    }
+
+    fn records(&self) -> Vec<serde_json::Value> {
+        std::fs::read_dir(&self.0)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|entry| entry.path().extension().is_some_and(|e| e == "json"))
+            .filter_map(|entry| std::fs::read(entry.path()).ok())
+            .filter_map(|text| serde_json::from_slice(&text).ok())
+            .collect()
+    }
+
+    /// Whether a record names the tree's leader.
+    fn knows_leader(&self) -> bool {
+        self.records().iter().any(|r| !r["leader"].is_null())
+    }
+}
+
+impl Drop for PrivateLedger {
+    fn drop(&mut self) {
+        for entry in std::fs::read_dir(&self.0).into_iter().flatten().flatten() {
+            let record: Option<serde_json::Value> = std::fs::read(entry.path())
+                .ok()
+                .and_then(|text| serde_json::from_slice(&text).ok());
+            let leaf = record
+                .as_ref()
+                .and_then(|r| r["cgroup"].as_str().map(str::to_owned));
+            if let Some(leaf) = leaf.filter(|l| l.contains("/corral-")) {
+                common::wait_until(Duration::from_secs(2), || {
+                    match std::fs::remove_dir(&leaf) {
+                        Ok(()) => true,
+                        Err(error) => error.kind() == std::io::ErrorKind::NotFound,
+                    }
+                });
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Under nohup, SIGHUP stays ignored: corral installs no handler, survives
+/// SIGHUP, and the command inherits the ignore.
+#[test]
+fn sighup_ignored_at_start_stays_ignored_under_nohup() {
+    let script = "grep SigIgn /proc/self/status; exec sleep 1000";
+    let mut child = std::process::Command::new("/usr/bin/nohup")
+        .arg(env!("CARGO_BIN_EXE_corral"))
+        .args(["run", "-k", "300ms", "--", "sh", "-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn nohup corral");
+    let lines = Lines::new(child.stdout.take().expect("stdout"));
+    let mut guard = Guard::new(child);
+    // nohup execs corral: same pid.
+    let me = Proc::of(guard.child().id() as i32).expect("corral runs");
+    let line = lines
+        .next(Duration::from_secs(10))
+        .expect("the command's SigIgn line");
+    let mask = line
+        .strip_prefix("SigIgn:")
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or_else(|| panic!("not a SigIgn line: {line:?}"));
+    assert!(
+        has_signal(mask, 1),
+        "the command does not ignore SIGHUP: {line}"
+    );
+    let masks = me.signal_masks();
+    assert!(
+        has_signal(masks["SigIgn"], 1),
+        "corral does not ignore SIGHUP"
+    );
+    assert!(
+        !has_signal(masks["SigCgt"], 1),
+        "corral installed a SIGHUP handler"
+    );
+    assert!(
+        has_signal(masks["SigCgt"], 15),
+        "corral has no SIGTERM handler"
+    );
+
+    assert!(me.signal(Signal::HUP));
+    assert!(
+        guard.wait_exit(Duration::from_millis(500)).is_none(),
+        "corral ended on an ignored SIGHUP"
+    );
+    assert!(me.signal(Signal::TERM));
+    let status = guard.wait_exit(EXIT_BOUND).expect("corral ends on SIGTERM");
+    assert_eq!(status.code(), Some(143));
+}
+
+/// corral's parent (a shell) is SIGKILLed: corral gets SIGTERM from the
+/// kernel, ends the tree and exits.
+#[test]
+fn parent_death_counts_as_sigterm() {
+    for_backends(&["cgroup", "subreaper"], |backend| {
+        let script = format!(
+            "\"$0\" run --backend {backend} -k 300ms -- bash -c '{ESCAPEES}' & echo $!; wait"
+        );
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", &script, env!("CARGO_BIN_EXE_corral")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn sh");
+        let lines = Lines::new(child.stdout.take().expect("stdout"));
+        let mut guard = Guard::new(child);
+        let shell = Proc::of(guard.child().id() as i32).expect("sh runs");
+        let mut procs: Vec<Proc> = lines
+            .take(5, Duration::from_secs(10))
+            .iter()
+            .map(|line| Proc::of_line(line))
+            .collect();
+        for &proc in &procs {
+            guard.watch(proc);
+        }
+        // The first line may be corral's (from sh) or bash's: corral is the
+        // one whose parent is the shell.
+        let position = procs
+            .iter()
+            .position(|p| parent_of(p.pid) == Some(shell.pid))
+            .expect("corral among the pids");
+        let corral = procs.remove(position);
+
+        assert!(shell.signal(Signal::KILL));
+        assert!(
+            common::wait_until(EXIT_BOUND, || !corral.is_alive()),
+            "{backend}: corral outlived its parent by {EXIT_BOUND:?}"
+        );
+        assert_all_gone(&procs, &format!("{backend}, parent death"));
+    });
+}
+
+fn parent_of(pid: i32) -> Option<i32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    text.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
