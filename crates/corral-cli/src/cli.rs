@@ -4,7 +4,9 @@ use std::{ffi::OsString, path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::{duration, exit};
+use corral::duration;
+
+use crate::exit;
 
 const LONG_VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
@@ -49,11 +51,48 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// MCP tooling: `corral mcp wrap -- SERVER_COMMAND...` guards a stdio MCP
+    /// server (see docs/mcp.md).
+    Mcp {
+        /// What to do.
+        #[command(subcommand)]
+        command: McpCommand,
+    },
+    /// List the live trees in the crash ledger: owner, age, members.
+    Ps(LedgerArgs),
+    /// End the trees whose owner died (identity-checked; see docs/design.md).
+    Reap {
+        /// Only say what would be ended.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        ledger: LedgerArgs,
+    },
     /// Print a shell completion script to standard output.
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
     },
+}
+
+/// `corral mcp ...`.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Relay an MCP client (stdin/stdout) to a stdio MCP server run as an
+    /// owned process tree, and end all of that tree when either side goes.
+    Wrap(corral_mcp::cli::WrapArgs),
+}
+
+/// Options of `corral ps` and `corral reap`.
+#[derive(Debug, Args)]
+pub struct LedgerArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// The ledger directory (default: $CORRAL_LEDGER_DIR, else
+    /// $XDG_RUNTIME_DIR/corral, /run/corral for root, $TMPDIR/corral-UID).
+    #[arg(long, value_name = "DIR")]
+    pub ledger: Option<PathBuf>,
 }
 
 /// `corral run`.

@@ -12,8 +12,8 @@ macro_rules! say {
 
 mod capabilities;
 mod cli;
-mod duration;
 mod exit;
+mod ledger;
 mod report;
 mod run;
 mod signals;
@@ -23,7 +23,7 @@ use std::{io::IsTerminal, process::ExitCode};
 use clap::Parser;
 
 use crate::{
-    cli::{Cli, Command},
+    cli::{Cli, Command, McpCommand},
     exit::Status,
 };
 
@@ -46,13 +46,21 @@ fn main() -> ExitCode {
             return ExitCode::from(Status::Failed.code());
         }
     };
-    let result = match &cli.command {
+    let result = match cli.command {
+        Command::Mcp {
+            command: McpCommand::Wrap(args),
+        } => return corral_mcp::cli::run(args, parent),
         Command::Run(args) => {
             init_logging(args.verbose);
-            run::main(args, parent)
+            run::main(&args, parent)
         }
-        Command::Capabilities { json } => capabilities::main(*json),
-        Command::Completions { shell } => cli::completions(*shell),
+        Command::Capabilities { json } => capabilities::main(json),
+        Command::Ps(args) => ledger::ps(&args),
+        Command::Reap {
+            dry_run,
+            ledger: args,
+        } => ledger::reap(&args, dry_run),
+        Command::Completions { shell } => cli::completions(shell),
     };
     match result {
         Ok(status) => ExitCode::from(status.code()),

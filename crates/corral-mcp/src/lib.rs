@@ -35,6 +35,8 @@
 
 #![cfg(target_os = "linux")]
 
+#[cfg(feature = "cli")]
+pub mod cli;
 mod error;
 mod exit;
 pub mod frame;

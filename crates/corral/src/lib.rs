@@ -46,6 +46,7 @@
 pub mod capture;
 pub mod command;
 pub mod contain;
+pub mod duration;
 mod error;
 pub mod host;
 pub mod identity;

@@ -363,3 +363,21 @@ impl Tree {
         }
     }
 }
+
+impl std::str::FromStr for BackendChoice {
+    type Err = String;
+
+    /// Parses `auto`, `cgroup`, `subreaper` or `group`.
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        if name == "auto" {
+            return Ok(BackendChoice::Auto);
+        }
+        Backend::ALL
+            .into_iter()
+            .find(|b| b.name() == name)
+            .map(BackendChoice::Only)
+            .ok_or_else(|| {
+                format!("unknown backend {name:?}: choose auto, cgroup, subreaper or group")
+            })
+    }
+}

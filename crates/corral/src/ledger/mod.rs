@@ -123,7 +123,7 @@ pub(crate) fn remove_in(dir: &Path, id: &str) -> io::Result<()> {
 }
 
 /// A ledger file that could not be used, with the reason.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Unreadable {
     /// The file.
     pub path: PathBuf,

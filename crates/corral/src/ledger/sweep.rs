@@ -70,7 +70,6 @@ pub struct Sweep {
     /// One action per record.
     pub actions: Vec<(Record, SweepAction)>,
     /// Files skipped as unreadable (with a warning each).
-    #[serde(skip)]
     pub skipped: Vec<Unreadable>,
 }
 

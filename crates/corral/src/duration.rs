@@ -1,4 +1,5 @@
-//! Durations as `timeout(1)` spells them, plus milliseconds and compounds.
+//! Durations as `timeout(1)` spells them, plus milliseconds and compounds:
+//! the parser behind every duration option of `corral` and `corral mcp wrap`.
 //!
 //! Accepted: a decimal number (fraction allowed: `1.5`, `.5`, `2.`) with an
 //! optional unit `s` (the default), `m`, `h` or `d`, as GNU `timeout` takes

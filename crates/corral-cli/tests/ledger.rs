@@ -1,0 +1,227 @@
+//! `corral ps` and `corral reap` against real ledgers: a tree whose owner and
+//! watchdog both died is ended by `reap`; a record naming a reused pid is
+//! dropped without signalling anyone; torn files give a warning, never a
+//! crash.
+
+mod common;
+
+use std::{
+    path::PathBuf,
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use common::{ESCAPEES, Guard, Lines, Proc, assert_all_gone, corral, escapees, wait_until};
+use rustix::process::Signal;
+
+fn ledger_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("corral-cli-ledger-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("ledger dir");
+    dir
+}
+
+/// The running child of `parent` whose command line contains `needle`.
+fn child_with(parent: i32, needle: &str) -> Option<Proc> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let ppid: i32 = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            (ppid == parent && String::from_utf8_lossy(&cmdline).contains(needle))
+                .then(|| Proc::of(pid))?
+        })
+}
+
+fn records(dir: &PathBuf) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Owner and watchdog both die (the owner frozen first so it cannot replace
+/// the watchdog):
+/// the tree outlives them, `corral ps` shows it orphaned, `corral reap`
+/// ends it, escapees included, and drops the record.
+#[test]
+fn reap_ends_a_tree_whose_owner_and_watchdog_died() {
+    let dir = ledger_dir("orphaned");
+    let child = corral()
+        .args(["run", "--", "bash", "-c", ESCAPEES])
+        .env("CORRAL_LEDGER_DIR", &dir)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn corral");
+    let mut guard = Guard::new(child);
+    let lines = Lines::new(guard.child().stdout.take().expect("piped"));
+    let tree = escapees(&lines, &mut guard);
+    let owner = Proc::of(guard.child().id() as i32).expect("corral runs");
+    let mut watchdog = None;
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            watchdog = child_with(owner.pid, corral::watchdog::HOOK_ARG);
+            watchdog.is_some() && records(&dir) == 1
+        }),
+        "corral runs a watchdog and records the tree"
+    );
+    let watchdog = watchdog.expect("found");
+    guard.watch(watchdog);
+    // Freeze the owner so it cannot start a new watchdog, kill the watchdog,
+    // then the owner. (Freezing the watchdog instead would not do: when its
+    // parent dies, the kernel sends its orphaned, stopped process group
+    // SIGHUP and SIGCONT, and it wakes up to do its job.)
+    assert!(owner.signal(Signal::STOP));
+    assert!(watchdog.signal(Signal::KILL));
+    assert!(wait_until(Duration::from_secs(2), || !watchdog.is_alive()));
+    assert!(owner.signal(Signal::KILL));
+    assert!(guard.wait_exit(Duration::from_secs(5)).is_some());
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        tree.iter().all(|p| p.is_alive()),
+        "nobody was left to end the tree"
+    );
+
+    let ps = corral()
+        .args(["ps", "--ledger"])
+        .arg(&dir)
+        .output()
+        .expect("ps");
+    let listing = String::from_utf8_lossy(&ps.stdout);
+    assert!(ps.status.success());
+    assert!(listing.contains("orphaned"), "{listing}");
+    assert!(
+        listing.contains(&tree[1].pid.to_string()),
+        "members listed: {listing}"
+    );
+
+    let dry = corral()
+        .args(["reap", "--dry-run", "--ledger"])
+        .arg(&dir)
+        .output()
+        .expect("reap");
+    assert!(dry.status.success());
+    assert!(String::from_utf8_lossy(&dry.stdout).contains("would end"));
+    assert!(
+        tree.iter().all(|p| p.is_alive()),
+        "a dry run signals nothing"
+    );
+    assert_eq!(records(&dir), 1);
+
+    let started = Instant::now();
+    let reap = corral()
+        .args(["reap", "--json", "--ledger"])
+        .arg(&dir)
+        .output()
+        .expect("reap");
+    assert!(
+        reap.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reap.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&reap.stdout).expect("json");
+    assert_eq!(report["actions"][0][1]["action"], "killed");
+    assert!(wait_until(Duration::from_secs(1), || tree
+        .iter()
+        .all(|p| !p.is_alive())));
+    assert_all_gone(&tree, "after corral reap");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(records(&dir), 0, "the record is dropped");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A record whose leader pid now belongs to an unrelated process (another
+/// start time) and whose owner is dead: `reap` signals nothing and drops it.
+#[test]
+fn reap_leaves_a_process_that_took_a_recorded_pid_alone() {
+    let dir = ledger_dir("reused");
+    let bystander = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("sleep");
+    let mut guard = Guard::new(bystander);
+    let stranger = Proc::of(guard.child().id() as i32).expect("alive");
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").expect("boot id");
+    for backend in ["group", "subreaper"] {
+        let record = serde_json::json!({
+            "version": 1, "id": format!("reused-{backend}"),
+            "owner": {"pid": stranger.pid, "start_time": stranger.start_time + 3},
+            "owner_exe": null, "boot_id": boot.trim(), "backend": backend,
+            "leader": {"pid": stranger.pid, "start_time": stranger.start_time + 1},
+            "members": [{"pid": stranger.pid, "start_time": stranger.start_time + 2}],
+            "cgroup": null, "command": "long gone", "created_at": 0
+        });
+        std::fs::write(
+            dir.join(format!("reused-{backend}.json")),
+            record.to_string(),
+        )
+        .expect("write");
+    }
+    let reap = corral()
+        .args(["reap", "--ledger"])
+        .arg(&dir)
+        .output()
+        .expect("reap");
+    assert!(reap.status.success());
+    let text = String::from_utf8_lossy(&reap.stdout);
+    assert_eq!(text.matches("dropped").count(), 2, "{text}");
+    assert!(
+        stranger.is_alive(),
+        "a process that took a recorded pid was signalled"
+    );
+    assert_eq!(records(&dir), 0);
+    drop(guard);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Torn, corrupt and hostile ledger files: one warning each, a clean exit,
+/// nothing signalled, the files left for a human to look at.
+#[test]
+fn torn_and_hostile_ledger_files_are_skipped_with_a_warning() {
+    let dir = ledger_dir("corrupt");
+    std::fs::write(dir.join("torn.json"), "{\"version\":1,\"id\":\"to").expect("write");
+    std::fs::write(dir.join("binary.json"), [0xff, 0x00, 0xfe]).expect("write");
+    std::fs::write(dir.join("future.json"), "{\"version\":99}").expect("write");
+    let hostile = serde_json::json!({
+        "version": 1, "id": "hostile", "owner": {"pid": 999_999, "start_time": 1}, "owner_exe": null,
+        "boot_id": "x", "backend": "cgroup", "leader": null, "members": [],
+        "cgroup": "/sys/fs/cgroup/unified/init.scope", "command": "x", "created_at": 0
+    });
+    std::fs::write(dir.join("hostile.json"), hostile.to_string()).expect("write");
+    for subcommand in [
+        &["ps"][..],
+        &["reap"],
+        &["reap", "--dry-run"],
+        &["ps", "--json"],
+    ] {
+        let output = corral()
+            .args(subcommand)
+            .arg("--ledger")
+            .arg(&dir)
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{subcommand:?}: {stderr}");
+        assert_eq!(
+            stderr.matches("skipping ledger file").count(),
+            4,
+            "{subcommand:?}: {stderr}"
+        );
+        assert!(stderr.contains("is not a corral cgroup leaf"), "{stderr}");
+        assert!(!stderr.contains("panicked"));
+    }
+    assert_eq!(records(&dir), 4, "unreadable files are left in place");
+    let _ = std::fs::remove_dir_all(&dir);
+}
