@@ -40,8 +40,8 @@ pub fn main(json: bool) -> anyhow::Result<Status> {
     let pidfd = if capabilities.pidfd { "yes" } else { "no" };
     writeln!(
         out,
-        "\nauto picks: {}\npidfd:      {pidfd}",
-        capabilities.auto
+        "\nauto picks: {}\npidfd:      {pidfd}\nwatchdog:   {}",
+        capabilities.auto, capabilities.watchdog
     )
     .context("writing the capabilities")?;
     Ok(Status::Exited(0))

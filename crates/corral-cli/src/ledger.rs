@@ -54,6 +54,7 @@ pub fn ps(args: &LedgerArgs) -> anyhow::Result<Status> {
             Owner::Alive => "alive",
             Owner::Dead => "orphaned",
             Owner::OtherBoot => "stale",
+            Owner::OtherNamespace => "elsewhere",
         };
         writeln!(
             out,
@@ -89,7 +90,10 @@ pub fn reap(args: &LedgerArgs, dry_run: bool) -> anyhow::Result<Status> {
     } else {
         for (record, action) in &sweep.actions {
             let line = match action {
-                SweepAction::Skipped => format!("left alone (owner {} is alive)", record.owner.pid),
+                SweepAction::Skipped => format!(
+                    "left alone (owner {} is alive, or in another PID namespace)",
+                    record.owner.pid
+                ),
                 SweepAction::Dropped => {
                     "dropped: nothing of it was left, nothing signalled".to_owned()
                 }

@@ -95,6 +95,7 @@ impl Registration {
             owner,
             owner_exe,
             boot_id: ledger::boot_id(),
+            pid_ns: ledger::pid_ns(),
             backend,
             leader: None,
             members: Vec::new(),

@@ -63,3 +63,26 @@ async fn exit_code_is_reported() {
     assert_eq!(finished.stdout.text(), "out\n");
     assert_eq!(finished.stderr.text(), "err\n");
 }
+
+/// With SIGCHLD ignored the kernel would reap the leader itself and free its
+/// pid while corral still names it: spawning is refused with a clear error.
+#[tokio::test]
+async fn refuses_to_supervise_when_children_are_reaped_by_the_kernel() {
+    // SAFETY: SIG_IGN installs no handler; this test runs in its own process
+    // under nextest, and restores the default before returning.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
+    let result = Command::new("true").run().await;
+    // SAFETY: as above.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
+    let error = result.expect_err("refused");
+    assert!(
+        matches!(error, corral::Error::ChildrenAutoreaped),
+        "{error}"
+    );
+    assert!(error.to_string().contains("restore SIGCHLD"), "{error}");
+    let finished = Command::new("true")
+        .run()
+        .await
+        .expect("runs once SIGCHLD is back");
+    assert_eq!(finished.outcome, Outcome::Exited { code: 0 });
+}

@@ -65,42 +65,65 @@ pub(crate) fn own_cgroup(proc_cgroup: &str) -> Option<&str> {
         .filter(|path| path.starts_with('/'))
 }
 
-/// The directory new leaves go in, or why there is none.
+/// The directory new leaves go in, or why there is none (read once).
 fn parent_dir() -> Result<PathBuf, String> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
-    let mount = find_v2_mount(&mountinfo)
-        .ok_or("no cgroup v2 hierarchy is mounted (cgroup2 not in /proc/self/mountinfo)")?;
-    let own = fs::read_to_string("/proc/self/cgroup")
-        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-    let own = own_cgroup(&own)
-        .ok_or("this process has no cgroup v2 path (no 0:: line in /proc/self/cgroup)")?;
-    Ok(mount.join(own.trim_start_matches('/')))
-}
-
-/// Checks once per process that leaves can be created, carry `cgroup.kill`
-/// (Linux 5.14+) and can be removed.
-pub(crate) fn probe() -> Result<PathBuf, String> {
-    static PROBE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    PROBE
+    static PARENT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    PARENT
         .get_or_init(|| {
-            let parent = parent_dir()?;
-            let leaf = parent.join(format!("corral-probe-{}", sys::getpid()));
-            fs::create_dir(&leaf).map_err(|e| {
-                format!(
-                    "cannot create a cgroup under {} ({e}); run as root or in a delegated subtree (systemd Delegate=yes)",
-                    parent.display()
-                )
-            })?;
-            let has_kill = leaf.join("cgroup.kill").exists();
-            let _ = fs::remove_dir(&leaf);
-            if has_kill {
-                Ok(parent)
-            } else {
-                Err("cgroup.kill is missing (needs Linux 5.14 or later)".to_owned())
-            }
+            let mountinfo = fs::read_to_string("/proc/self/mountinfo")
+                .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+            let mount = find_v2_mount(&mountinfo)
+                .ok_or("no cgroup v2 hierarchy is mounted (cgroup2 not in /proc/self/mountinfo)")?;
+            let own = fs::read_to_string("/proc/self/cgroup")
+                .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+            let own = own_cgroup(&own)
+                .ok_or("this process has no cgroup v2 path (no 0:: line in /proc/self/cgroup)")?;
+            Ok(mount.join(own.trim_start_matches('/')))
         })
         .clone()
+}
+
+/// Creates a new, empty directory `PREFIX-PID-N` under `parent`. The pid alone
+/// is not unique (other PID namespaces share the hierarchy; a stale leaf may
+/// carry a recycled pid), so a taken name moves on to the next N.
+fn create_unique(parent: &Path, prefix: &str) -> io::Result<PathBuf> {
+    static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+    let pid = sys::getpid();
+    let mut last = io::Error::from(io::ErrorKind::AlreadyExists);
+    for _ in 0..64 {
+        let n = SEQUENCE.fetch_add(1, Ordering::Relaxed);
+        let path = parent.join(format!("{prefix}-{pid}-{n}"));
+        match fs::create_dir(&path) {
+            Ok(()) => return Ok(path),
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => last = error,
+            Err(error) => return Err(error),
+        }
+    }
+    Err(last)
+}
+
+fn refused(parent: &Path, error: &io::Error) -> String {
+    format!(
+        "cannot create a cgroup under {} ({error}); run as root or in a delegated subtree (systemd Delegate=yes)",
+        parent.display()
+    )
+}
+
+const NO_KILL: &str = "cgroup.kill is missing (needs Linux 5.14 or later)";
+
+/// Checks that leaves can be created, carry `cgroup.kill` (Linux 5.14+) and
+/// can be removed, for [`capabilities`](crate::capabilities). Spawning does
+/// not need it: creating the leaf is the probe.
+pub(crate) fn probe() -> Result<PathBuf, String> {
+    let parent = parent_dir()?;
+    let leaf = create_unique(&parent, "corral-probe").map_err(|e| refused(&parent, &e))?;
+    let has_kill = leaf.join("cgroup.kill").exists();
+    let _ = fs::remove_dir(&leaf);
+    if has_kill {
+        Ok(parent)
+    } else {
+        Err(NO_KILL.to_owned())
+    }
 }
 
 pub(crate) enum LeafError {
@@ -122,17 +145,34 @@ pub(crate) struct Leaf {
 
 impl Leaf {
     pub(crate) fn create() -> Result<Self, LeafError> {
-        static SEQUENCE: AtomicU64 = AtomicU64::new(0);
-        let parent = probe().map_err(LeafError::Unavailable)?;
-        let n = SEQUENCE.fetch_add(1, Ordering::Relaxed);
-        let path = parent.join(format!("corral-{}-{n}", sys::getpid()));
+        let parent = parent_dir().map_err(LeafError::Unavailable)?;
+        let path = match create_unique(&parent, "corral") {
+            Ok(path) => path,
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+                ) =>
+            {
+                return Err(LeafError::Unavailable(refused(&parent, &error)));
+            }
+            Err(source) => {
+                return Err(LeafError::Failed(Error::Cgroup {
+                    path: parent,
+                    source,
+                }));
+            }
+        };
+        if !path.join("cgroup.kill").exists() {
+            let _ = fs::remove_dir(&path);
+            return Err(LeafError::Unavailable(NO_KILL.to_owned()));
+        }
         let failed = |path: &Path, source| {
             LeafError::Failed(Error::Cgroup {
                 path: path.to_owned(),
                 source,
             })
         };
-        fs::create_dir(&path).map_err(|e| failed(&path, e))?;
         let procs = fs::OpenOptions::new()
             .write(true)
             .open(path.join("cgroup.procs"))

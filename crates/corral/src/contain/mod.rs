@@ -98,6 +98,8 @@ pub struct Capabilities {
     pub pidfd: bool,
     /// Where leaf cgroups are created, when the cgroup backend is available.
     pub cgroup_parent: Option<PathBuf>,
+    /// The owner-death guard: the watchdog executable, or why there is none.
+    pub watchdog: String,
 }
 
 static SUBREAPER_CLAIMED: AtomicBool = AtomicBool::new(false);
@@ -127,6 +129,10 @@ pub fn capabilities() -> Capabilities {
         auto,
         pidfd,
         cgroup_parent: cgroup::probe().ok(),
+        watchdog: match crate::watchdog::executable() {
+            Ok(path) => format!("on: {}", path.display()),
+            Err(reason) => format!("off: {reason}"),
+        },
     }
 }
 

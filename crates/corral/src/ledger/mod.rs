@@ -68,6 +68,17 @@ fn ensure_dir(dir: &Path) -> io::Result<()> {
     sys::secure_dir(dir)
 }
 
+/// This process's PID namespace, as `/proc/self/ns/pid` names it.
+pub fn pid_ns() -> Option<String> {
+    static NS: OnceLock<Option<String>> = OnceLock::new();
+    NS.get_or_init(|| {
+        fs::read_link("/proc/self/ns/pid")
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned())
+    })
+    .clone()
+}
+
 /// The current boot's id (`/proc/sys/kernel/random/boot_id`): processes and
 /// cgroups named in a record from another boot are long gone.
 pub fn boot_id() -> String {

@@ -33,6 +33,10 @@ pub struct Record {
     pub owner_exe: Option<PathBuf>,
     /// The boot the processes belong to.
     pub boot_id: String,
+    /// The PID namespace the pids are numbers in (`pid:[INODE]`); a reader
+    /// in another namespace cannot judge them and leaves the record alone.
+    #[serde(default)]
+    pub pid_ns: Option<String>,
     /// The containment backend.
     pub backend: Backend,
     /// The leader, once spawned.
@@ -107,6 +111,7 @@ impl Record {
             },
             owner_exe: None,
             boot_id: "boot".to_owned(),
+            pid_ns: None,
             backend: Backend::Group,
             leader: Some(Identity {
                 pid: 2,

@@ -8,7 +8,7 @@ use std::{
 
 use serde::Serialize;
 
-use super::{Record, Unreadable, boot_id, load, record::is_corral_leaf, remove_in};
+use super::{Record, Unreadable, boot_id, load, pid_ns, record::is_corral_leaf, remove_in};
 use crate::{
     Backend, ProcessInfo, Signal,
     contain::{cgroup_mount, descendants},
@@ -29,6 +29,9 @@ pub enum Owner {
     Dead,
     /// The record is from another boot: nothing it names exists any more.
     OtherBoot,
+    /// The record is from another PID namespace: its pids cannot be judged
+    /// from here, so it is left alone.
+    OtherNamespace,
 }
 
 /// A record as `corral ps` shows it.
@@ -77,6 +80,9 @@ fn owner_state(record: &Record) -> Owner {
     if record.boot_id != boot_id() {
         return Owner::OtherBoot;
     }
+    if record.pid_ns.is_some() && record.pid_ns != pid_ns() {
+        return Owner::OtherNamespace;
+    }
     match identity::read_stat(record.owner.pid) {
         Ok(stat) if stat.start_time == record.owner.start_time && stat.is_running() => Owner::Alive,
         _ => Owner::Dead,
@@ -88,7 +94,7 @@ fn owner_state(record: &Record) -> Owner {
 /// descendants. Nothing else, so a pid now used by another process is never
 /// listed.
 pub(crate) fn members_of(record: &Record) -> Vec<Stat> {
-    if record.boot_id != boot_id() {
+    if record.boot_id != boot_id() || (record.pid_ns.is_some() && record.pid_ns != pid_ns()) {
         return Vec::new();
     }
     if let Some(cgroup) = &record.cgroup {
@@ -191,7 +197,7 @@ pub fn sweep(dir: &Path, dry_run: bool, only: impl Fn(&Record) -> bool) -> Sweep
     let mut actions = Vec::new();
     for record in records.into_iter().filter(|r| only(r)) {
         let action = match owner_state(&record) {
-            Owner::Alive => SweepAction::Skipped,
+            Owner::Alive | Owner::OtherNamespace => SweepAction::Skipped,
             Owner::OtherBoot => SweepAction::Dropped,
             Owner::Dead if dry_run => {
                 let found: Vec<ProcessInfo> =

@@ -117,7 +117,10 @@ pub fn shutdown() {
 #[serde(rename_all = "snake_case")]
 enum Message {
     /// Kill this tree if the owner dies; remove its record from `ledger`.
-    Watch { record: Record, ledger: PathBuf },
+    Watch {
+        record: Box<Record>,
+        ledger: PathBuf,
+    },
     /// The tree is gone: forget it.
     Forget { id: String },
 }
@@ -138,7 +141,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// if needed). Sending again with the same id replaces the entry.
 pub(crate) fn watch(record: &Record) -> Result<(), String> {
     let message = Message::Watch {
-        record: record.clone(),
+        record: Box::new(record.clone()),
         ledger: crate::ledger::dir(),
     };
     let mut guard = lock(&CLIENT);
