@@ -49,8 +49,12 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Mcp {
             command: McpCommand::Wrap(args),
-        } => return corral_mcp::cli::run(args, parent),
+        } => {
+            start_watchdog();
+            return corral_mcp::cli::run(args, parent);
+        }
         Command::Run(args) => {
+            start_watchdog();
             init_logging(args.verbose);
             run::main(&args, parent)
         }
@@ -68,6 +72,15 @@ fn main() -> ExitCode {
             say!("{error:#}");
             ExitCode::from(Status::Failed.code())
         }
+    }
+}
+
+/// Starts the owner-death watchdog by forking, while corral is still
+/// single-threaded: much cheaper than executing a second copy of corral. If
+/// that fails, the first spawn executes one instead.
+fn start_watchdog() {
+    if let Err(reason) = corral::watchdog::fork_now() {
+        tracing::debug!(%reason, "watchdog not forked early");
     }
 }
 

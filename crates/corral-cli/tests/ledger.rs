@@ -21,8 +21,8 @@ fn ledger_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// The running child of `parent` whose command line contains `needle`.
-fn child_with(parent: i32, needle: &str) -> Option<Proc> {
+/// A child of `parent` other than `except`.
+fn other_child(parent: i32, except: i32) -> Option<Proc> {
     std::fs::read_dir("/proc")
         .ok()?
         .flatten()
@@ -36,9 +36,7 @@ fn child_with(parent: i32, needle: &str) -> Option<Proc> {
                 .nth(1)?
                 .parse()
                 .ok()?;
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            (ppid == parent && String::from_utf8_lossy(&cmdline).contains(needle))
-                .then(|| Proc::of(pid))?
+            (ppid == parent && pid != except).then(|| Proc::of(pid))?
         })
 }
 
@@ -69,10 +67,12 @@ fn reap_ends_a_tree_whose_owner_and_watchdog_died() {
     let lines = Lines::new(guard.child().stdout.take().expect("piped"));
     let tree = escapees(&lines, &mut guard);
     let owner = Proc::of(guard.child().id() as i32).expect("corral runs");
+    // The watchdog is corral's other child (forked early, so it shows
+    // corral's own command line).
     let mut watchdog = None;
     assert!(
         wait_until(Duration::from_secs(5), || {
-            watchdog = child_with(owner.pid, corral::watchdog::HOOK_ARG);
+            watchdog = other_child(owner.pid, tree[0].pid);
             watchdog.is_some() && records(&dir) == 1
         }),
         "corral runs a watchdog and records the tree"

@@ -3,13 +3,21 @@
 //!
 //! Each captured stream is read by its own task into a shared buffer, so what
 //! was read before a kill or a detach is never lost. Reading never decides
-//! when the call ends: the supervisor waits for end-of-file only for a short
-//! bound after the tree is gone (every writer is dead by then), then takes
-//! whatever was read.
+//! when the call ends. When the call is over, the reader is stopped and the
+//! pipe is drained *synchronously* with non-blocking reads: whatever the tree
+//! wrote is taken even if the reader task was starved of CPU, and once every
+//! writer is gone the drain ends at end-of-file. A pipe still held by a
+//! released process (or a survivor) ends the drain at "no data now" instead,
+//! and the stream is detached.
 
 use std::sync::{Arc, Mutex};
 
-use tokio::{io::AsyncReadExt, sync::watch, task::JoinHandle};
+use tokio::{
+    io::AsyncReadExt,
+    net::unix::pipe,
+    sync::{Notify, watch},
+    task::JoinHandle,
+};
 
 /// Output kept from one stream.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -68,45 +76,49 @@ impl OutputTap {
 pub(crate) struct Reader {
     buffer: Arc<Mutex<Captured>>,
     progress: watch::Receiver<u64>,
-    task: JoinHandle<()>,
+    stop: Arc<Notify>,
+    /// Hands the pipe back when stopped before end-of-file.
+    task: JoinHandle<Option<pipe::Receiver>>,
 }
+
+const CHUNK: usize = 64 * 1024;
 
 impl Reader {
     /// Starts reading `stream`, keeping at most `limit` bytes.
-    pub(crate) fn start<R>(mut stream: R, limit: usize) -> Self
-    where
-        R: tokio::io::AsyncRead + Unpin + Send + 'static,
-    {
+    pub(crate) fn start(mut stream: pipe::Receiver, limit: usize) -> Self {
         let buffer = Arc::new(Mutex::new(Captured::default()));
         let shared = Arc::clone(&buffer);
         let (progress_tx, progress) = watch::channel(0u64);
+        let stop = Arc::new(Notify::new());
+        let stopped = Arc::clone(&stop);
         let task = tokio::spawn(async move {
-            let mut chunk = vec![0u8; 64 * 1024];
+            let mut chunk = vec![0u8; CHUNK];
             loop {
-                match stream.read(&mut chunk).await {
-                    Ok(0) => {
-                        lock(&shared).complete = true;
-                        return;
-                    }
-                    Ok(n) => {
-                        let mut kept = lock(&shared);
-                        let room = limit.saturating_sub(kept.bytes.len()).min(n);
-                        kept.bytes.extend_from_slice(&chunk[..room]);
-                        kept.dropped += (n - room) as u64;
-                        drop(kept);
-                        progress_tx.send_modify(|total| *total += n as u64);
-                    }
-                    Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(error) => {
-                        tracing::debug!(%error, "output stream read failed");
-                        return;
-                    }
+                tokio::select! {
+                    biased;
+                    () = stopped.notified() => return Some(stream),
+                    read = stream.read(&mut chunk) => match read {
+                        Ok(0) => {
+                            lock(&shared).complete = true;
+                            return None;
+                        }
+                        Ok(n) => {
+                            keep(&shared, &chunk[..n], limit);
+                            progress_tx.send_modify(|total| *total += n as u64);
+                        }
+                        Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(error) => {
+                            tracing::debug!(%error, "output stream read failed");
+                            return None;
+                        }
+                    },
                 }
             }
         });
         Self {
             buffer,
             progress,
+            stop,
             task,
         }
     }
@@ -119,17 +131,45 @@ impl Reader {
         }
     }
 
-    /// Waits for end-of-file until `deadline`, then detaches and returns what
-    /// was read.
-    pub(crate) async fn finish(mut self, deadline: tokio::time::Instant) -> Captured {
-        if tokio::time::timeout_at(deadline, &mut self.task)
-            .await
-            .is_err()
-        {
-            self.task.abort();
+    /// Waits for end-of-file until `deadline`, then stops the reader and
+    /// drains what the pipe still holds without waiting, and returns what was
+    /// read.
+    pub(crate) async fn finish(mut self, deadline: tokio::time::Instant, limit: usize) -> Captured {
+        let returned = match tokio::time::timeout_at(deadline, &mut self.task).await {
+            Ok(joined) => joined.ok().flatten(),
+            Err(_) => {
+                self.stop.notify_one();
+                (&mut self.task).await.ok().flatten()
+            }
+        };
+        if let Some(stream) = returned {
+            drain(&stream, &self.buffer, limit);
         }
         std::mem::take(&mut *lock(&self.buffer))
     }
+}
+
+/// Reads what the pipe holds right now, up to end-of-file or "no data".
+fn drain(stream: &pipe::Receiver, buffer: &Mutex<Captured>, limit: usize) {
+    let mut chunk = vec![0u8; CHUNK];
+    loop {
+        match stream.try_read(&mut chunk) {
+            Ok(0) => {
+                lock(buffer).complete = true;
+                return;
+            }
+            Ok(n) => keep(buffer, &chunk[..n], limit),
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+fn keep(buffer: &Mutex<Captured>, bytes: &[u8], limit: usize) {
+    let mut kept = lock(buffer);
+    let room = limit.saturating_sub(kept.bytes.len()).min(bytes.len());
+    kept.bytes.extend_from_slice(&bytes[..room]);
+    kept.dropped += (bytes.len() - room) as u64;
 }
 
 impl Drop for Reader {
@@ -148,17 +188,19 @@ fn lock(buffer: &Mutex<Captured>) -> std::sync::MutexGuard<'_, Captured> {
 mod tests {
     use super::*;
     use std::time::Duration;
-    use tokio::io::AsyncWriteExt;
+    use tokio::{io::AsyncWriteExt, time::Instant};
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_secs(5)
+    }
 
     #[tokio::test]
     async fn keeps_up_to_limit_and_counts_the_rest() {
-        let (mut tx, rx) = tokio::io::duplex(1024);
+        let (mut tx, rx) = pipe::pipe().expect("pipe");
         let reader = Reader::start(rx, 10);
         tx.write_all(b"0123456789abcdef").await.expect("write");
         drop(tx);
-        let kept = reader
-            .finish(tokio::time::Instant::now() + Duration::from_secs(5))
-            .await;
+        let kept = reader.finish(soon(), 10).await;
         assert_eq!(kept.bytes, b"0123456789");
         assert_eq!(kept.dropped, 6);
         assert!(kept.complete);
@@ -166,21 +208,37 @@ mod tests {
 
     #[tokio::test]
     async fn detaches_from_a_pipe_still_held_open_keeping_what_was_read() {
-        let (mut tx, rx) = tokio::io::duplex(1024);
+        let (mut tx, rx) = pipe::pipe().expect("pipe");
         let reader = Reader::start(rx, 1 << 20);
         tx.write_all(b"partial").await.expect("write");
-        tokio::time::sleep(Duration::from_millis(20)).await;
         let kept = reader
-            .finish(tokio::time::Instant::now() + Duration::from_millis(50))
+            .finish(Instant::now() + Duration::from_millis(50), 1 << 20)
             .await;
         assert_eq!(kept.bytes, b"partial");
         assert!(!kept.complete);
         drop(tx);
     }
 
+    /// A reader that never got to run (a starved task) loses nothing: the
+    /// final drain reads what the pipe holds, up to end-of-file.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_starved_reader_loses_nothing() {
+        let (rx, mut tx) = std::io::pipe().expect("pipe");
+        let rx = pipe::Receiver::from_owned_fd(rx.into()).expect("register");
+        let reader = Reader::start(rx, 1 << 20);
+        // Written synchronously: the reader task has not been polled yet.
+        std::io::Write::write_all(&mut tx, b"ready 1 2\nleader-done\n").expect("write");
+        drop(tx);
+        // Stopped before its first poll, it hands the pipe back unread.
+        reader.stop.notify_one();
+        let kept = reader.finish(Instant::now(), 1 << 20).await;
+        assert_eq!(kept.bytes, b"ready 1 2\nleader-done\n");
+        assert!(kept.complete);
+    }
+
     #[tokio::test]
     async fn tap_sees_output_while_it_arrives() {
-        let (mut tx, rx) = tokio::io::duplex(1024);
+        let (mut tx, rx) = pipe::pipe().expect("pipe");
         let reader = Reader::start(rx, 1 << 20);
         let mut tap = reader.tap();
         let writer = tokio::spawn(async move {
@@ -192,9 +250,11 @@ mod tests {
         assert!(tap.wait_for(|b| b.contains(&b'\n')).await);
         assert!(tap.snapshot().starts_with(b"ready 1 2\n"));
         drop(writer.await.expect("writer"));
+        let kept = reader.finish(soon(), 1 << 20).await;
+        assert!(kept.complete);
         assert!(
             !tap.wait_for(|b| b.ends_with(b"never")).await,
-            "ends at end-of-file"
+            "ends with the reader"
         );
     }
 }

@@ -48,6 +48,7 @@ pub mod command;
 pub mod contain;
 pub mod duration;
 mod error;
+mod fault;
 pub mod host;
 pub mod identity;
 mod launch;

@@ -31,10 +31,6 @@ use crate::{
     terminate::{Escalation, Step},
 };
 
-/// After the tree is empty every writer of the output pipes is gone; this
-/// bounds reading what is still buffered in them.
-const DRAIN_AFTER_EMPTY: Duration = Duration::from_millis(250);
-
 /// When a tree found by scanning `/proc` is first re-scanned while it runs,
 /// and how often after that.
 const REFRESH_FIRST: Duration = Duration::from_millis(100);
@@ -328,9 +324,12 @@ impl Supervision {
         self.registration.finished(!report.survivors.is_empty());
         self.finished = true;
 
-        let drain_until = Instant::now() + release.unwrap_or(DRAIN_AFTER_EMPTY);
-        let stdout = finish_reader(self.stdout.take(), drain_until).await;
-        let stderr = finish_reader(self.stderr.take(), drain_until).await;
+        // Terminated: the drain reads to end-of-file at once (every writer is
+        // gone). Released: the released processes get `drain` to finish.
+        let drain_until = Instant::now() + release.unwrap_or(Duration::ZERO);
+        let limit = self.command.capture_limit;
+        let stdout = finish_reader(self.stdout.take(), drain_until, limit).await;
+        let stderr = finish_reader(self.stderr.take(), drain_until, limit).await;
         let outcome = match (trigger, leader) {
             (Trigger::TimedOut, _) => Outcome::TimedOut,
             (Trigger::Cancelled | Trigger::Dropped, _) => Outcome::Cancelled,
@@ -497,9 +496,9 @@ async fn wait_exit(leader: &Leader) {
     }
 }
 
-async fn finish_reader(reader: Option<Reader>, deadline: Instant) -> Captured {
+async fn finish_reader(reader: Option<Reader>, deadline: Instant, limit: usize) -> Captured {
     match reader {
-        Some(reader) => reader.finish(deadline).await,
+        Some(reader) => reader.finish(deadline, limit).await,
         None => Captured::default(),
     }
 }

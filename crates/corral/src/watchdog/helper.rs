@@ -10,14 +10,27 @@ use std::{
 use super::Message;
 use crate::{Signal, ledger, sys};
 
+/// The watchdog as its own program: the owner's socket is standard input.
 pub(super) fn run() -> ! {
+    watch(std::io::stdin().lock())
+}
+
+/// The watchdog as a fork of the owner: leaves the owner's process group
+/// (a terminal's Ctrl-C must not reach it) and its standard output.
+pub(super) fn run_forked(socket: std::os::unix::net::UnixStream) -> ! {
+    let _ = sys::own_process_group();
+    let _ = sys::stdout_to_null();
+    watch(socket)
+}
+
+fn watch(input: impl std::io::Read) -> ! {
     // The owner's terminal may hang up or be interrupted together with the
     // owner; the watchdog must outlive both to do its job.
     for signal in [Signal::HUP, Signal::INT, Signal::QUIT, Signal::PIPE] {
         let _ = sys::ignore(signal);
     }
     let mut watched: HashMap<String, Message> = HashMap::new();
-    let mut input = BufReader::new(std::io::stdin().lock());
+    let mut input = BufReader::new(input);
     let mut line = Vec::new();
     loop {
         line.clear();

@@ -106,9 +106,43 @@ pub(crate) fn is_helper(pid: i32, start_time: u64) -> bool {
 /// when this process exits): closes the socket and reaps the helper.
 pub fn shutdown() {
     let client = lock(&CLIENT).take();
-    if let Some(mut client) = client {
+    if let Some(client) = client {
         drop(client.stream);
-        let _ = client.child.wait();
+        sys::reap_within(client.pidfd.as_fd(), std::time::Duration::from_secs(1));
+    }
+}
+
+/// Starts the watchdog now by forking this process instead of executing a
+/// helper program: about a tenth of the cost, for a short-lived program that
+/// supervises one command (the `corral` command calls it right after parsing
+/// its arguments). Must be called while this process has a single thread,
+/// before any async runtime or thread starts; later spawns use this
+/// watchdog. A no-op if a watchdog already runs.
+///
+/// # Errors
+/// If other threads already run (forking would copy locks held by them), or
+/// the fork fails. Spawns then start a watchdog the usual way.
+pub fn fork_now() -> Result<(), String> {
+    if lock(&CLIENT).is_some() {
+        return Ok(());
+    }
+    if !sys::single_threaded() {
+        return Err(
+            "other threads are running: call corral::watchdog::fork_now() first in main".to_owned(),
+        );
+    }
+    let (ours, theirs) = UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
+    match sys::fork().map_err(|e| format!("fork: {e}"))? {
+        sys::Forked::Child => {
+            drop(ours);
+            helper::run_forked(theirs)
+        }
+        sys::Forked::Parent(pid) => {
+            drop(theirs);
+            let client = Client::adopt(ours, pid)?;
+            *lock(&CLIENT) = Some(client);
+            Ok(())
+        }
     }
 }
 
@@ -127,7 +161,8 @@ enum Message {
 
 struct Client {
     stream: UnixStream,
-    child: std::process::Child,
+    /// The helper, our child, for reaping it.
+    pidfd: OwnedFd,
     /// (pid, start time).
     helper: (i32, u64),
     watched: HashMap<String, Message>,
@@ -181,17 +216,26 @@ impl Client {
         let child = command
             .spawn()
             .map_err(|e| format!("cannot start the watchdog {}: {e}", program.display()))?;
-        let pid = child.id() as i32;
+        tracing::debug!(pid = child.id(), program = %program.display(), "watchdog started");
+        // From here on the helper is reaped through its pidfd.
+        Self::adopt(ours, child.id() as i32)
+    }
+
+    /// Takes charge of a freshly started helper (our unreaped child, so its
+    /// pidfd is certainly it) and starts the thread that watches it.
+    fn adopt(stream: UnixStream, pid: i32) -> Result<Self, String> {
         let start_time = identity::read_stat(pid).map(|s| s.start_time).unwrap_or(0);
         let pidfd = sys::pidfd_open(pid).map_err(|e| format!("pidfd for the watchdog: {e}"))?;
+        let watched = pidfd
+            .try_clone()
+            .map_err(|e| format!("pidfd for the watchdog: {e}"))?;
         std::thread::Builder::new()
             .name("corral-watchdog-monitor".to_owned())
-            .spawn(move || monitor(pidfd, (pid, start_time)))
+            .spawn(move || monitor(watched, (pid, start_time)))
             .map_err(|e| format!("cannot start the watchdog monitor thread: {e}"))?;
-        tracing::debug!(pid, program = %program.display(), "watchdog started");
         Ok(Self {
-            stream: ours,
-            child,
+            stream,
+            pidfd,
             helper: (pid, start_time),
             watched: HashMap::new(),
         })
@@ -200,8 +244,8 @@ impl Client {
     /// Replaces a dead helper, telling the new one every live tree.
     fn restart(old: Option<Client>) -> Result<Self, String> {
         let watched = match old {
-            Some(mut old) => {
-                let _ = old.child.wait();
+            Some(old) => {
+                sys::reap_within(old.pidfd.as_fd(), std::time::Duration::from_secs(1));
                 old.watched
             }
             None => HashMap::new(),

@@ -36,6 +36,9 @@ pub(crate) fn getpid() -> i32 {
 /// # References
 /// - <https://man7.org/linux/man-pages/man2/pidfd_open.2.html>
 pub(crate) fn pidfd_open(raw: i32) -> io::Result<OwnedFd> {
+    if crate::fault::active("no-pidfd") {
+        return Err(io::Error::from_raw_os_error(libc::ENOSYS));
+    }
     Ok(rustix::process::pidfd_open(pid(raw)?, PidfdFlags::empty())?)
 }
 
@@ -359,4 +362,57 @@ pub(crate) fn children_autoreaped() -> io::Result<bool> {
         return Err(io::Error::last_os_error());
     }
     Ok(current.sa_sigaction == libc::SIG_IGN || current.sa_flags & libc::SA_NOCLDWAIT != 0)
+}
+
+/// Whether this process has a single thread (so that `fork` copies no lock
+/// another thread holds).
+pub(crate) fn single_threaded() -> bool {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| d.count() == 1)
+        .unwrap_or(false)
+}
+
+/// What [`fork`] returned.
+#[derive(Debug)]
+pub(crate) enum Forked {
+    /// We are the new process.
+    Child,
+    /// We are the parent; this is the child's pid.
+    Parent(i32),
+}
+
+/// `fork()`. Only for a single-threaded process (see [`single_threaded`]):
+/// the child may then run ordinary code.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/fork.2.html>
+pub(crate) fn fork() -> io::Result<Forked> {
+    // SAFETY: the caller checked that this process has one thread, so the
+    // child's copy of memory has no lock held by a thread that is gone.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(Forked::Child),
+        pid => Ok(Forked::Parent(pid)),
+    }
+}
+
+/// Makes this process the leader of a new process group.
+pub(crate) fn own_process_group() -> io::Result<()> {
+    Ok(rustix::process::setpgid(None, None)?)
+}
+
+/// Points standard output at `/dev/null`.
+pub(crate) fn stdout_to_null() -> io::Result<()> {
+    let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
+    Ok(rustix::stdio::dup2_stdout(&null)?)
+}
+
+/// Reaps our child through its pidfd, waiting at most `limit` for it to exit.
+pub(crate) fn reap_within(pidfd: BorrowedFd<'_>, limit: std::time::Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    while !matches!(exit_status(pidfd, true), Ok(Some(_)) | Err(_))
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }

@@ -1,0 +1,44 @@
+//! Fault injection for tests: makes the library behave as on a machine that
+//! lacks a facility, without touching the machine.
+//!
+//! Compiled in only with the cargo feature `fault-injection` (off by
+//! default); without it [`active`] is a constant `false`. With it, the
+//! comma-separated names in `CORRAL_FAULTS` (read once per process) are
+//! active:
+//!
+//! | name         | effect |
+//! |--------------|--------|
+//! | `no-pidfd`   | `pidfd_open` fails with `ENOSYS`, as before Linux 5.3 |
+//! | `no-cgroup2` | no cgroup v2 hierarchy is found, as on a v1-only host |
+//!
+//! Each name is checked at exactly one place (`sys::pidfd_open` and the
+//! cgroup backend's `parent_dir`), so a fault changes what the kernel appears
+//! to offer and nothing else. The tests are in
+//! `crates/corral-fixtures/tests/faults.rs`.
+
+/// Whether the fault `name` is injected in this process.
+#[cfg(feature = "fault-injection")]
+pub(crate) fn active(name: &str) -> bool {
+    use std::sync::OnceLock;
+    static FAULTS: OnceLock<Vec<String>> = OnceLock::new();
+    FAULTS
+        .get_or_init(|| {
+            std::env::var("CORRAL_FAULTS")
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|fault| !fault.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .iter()
+        .any(|fault| fault == name)
+}
+
+/// Whether the fault `name` is injected in this process: never, without the
+/// `fault-injection` feature.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub(crate) const fn active(_name: &str) -> bool {
+    false
+}
