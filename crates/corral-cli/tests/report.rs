@@ -178,7 +178,7 @@ fn shape(value: &Value, prefix: &str, out: &mut Vec<String>) {
 /// docs/report.md's examples have the shape of the reports corral writes.
 #[test]
 fn documented_examples_match_the_schema() {
-    let doc = include_str!("../docs/report.md");
+    let doc = include_str!("../../../docs/report.md");
     let blocks: Vec<Value> = doc
         .split("```json")
         .skip(1)
