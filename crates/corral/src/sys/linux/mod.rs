@@ -407,12 +407,12 @@ pub(crate) fn stdout_to_null() -> io::Result<()> {
     Ok(rustix::stdio::dup2_stdout(&null)?)
 }
 
-/// Reaps our child through its pidfd, waiting at most `limit` for it to exit.
+/// Reaps our child through its pidfd, waiting at most `limit` for it to exit
+/// (woken by the pidfd, not by polling).
 pub(crate) fn reap_within(pidfd: BorrowedFd<'_>, limit: std::time::Duration) {
-    let deadline = std::time::Instant::now() + limit;
-    while !matches!(exit_status(pidfd, true), Ok(Some(_)) | Err(_))
-        && std::time::Instant::now() < deadline
-    {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let timeout = Timespec::try_from(limit).unwrap_or(Timespec { tv_sec: 1, tv_nsec: 0 });
+    let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
+    let _ = poll(&mut fds, Some(&timeout));
+    let _ = exit_status(pidfd, true);
 }
