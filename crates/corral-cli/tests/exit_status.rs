@@ -175,13 +175,13 @@ fn unknown_option_is_125() {
 
 #[test]
 fn not_executable_is_126() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let script = dir.join("not-executable.sh");
+    let script = common::scratch("not-executable.sh");
     std::fs::write(&script, "#!/bin/sh\nexit 0\n").expect("write script");
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-    let script = script.to_str().expect("utf-8 path");
-    row(&["--", script], Some(&["10", script]), 126);
+    let path = script.to_str().expect("utf-8 path");
+    row(&["--", path], Some(&["10", path]), 126);
     row(&["--", "/"], Some(&["10", "/"]), 126);
+    let _ = std::fs::remove_file(&script);
 }
 
 #[test]

@@ -12,10 +12,12 @@ use std::{path::PathBuf, process::Stdio};
 use common::{backend_available, corral};
 use serde_json::Value;
 
-const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/report.json");
+fn golden_path() -> PathBuf {
+    common::manifest_dir().join("tests/golden/report.json")
+}
 
 fn temp(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}.json", std::process::id()))
+    common::scratch(&format!("{name}.json"))
 }
 
 fn read_json(path: &PathBuf) -> Value {
@@ -52,7 +54,7 @@ fn normalise(report: &mut Value) {
 #[test]
 fn report_matches_the_golden_file() {
     if let Err(reason) = backend_available("subreaper") {
-        eprintln!("skipping: subreaper backend unavailable: {reason}");
+        eprintln!("SKIPPED: subreaper backend unavailable: {reason}");
         return;
     }
     let path = temp("golden");
@@ -76,13 +78,20 @@ fn report_matches_the_golden_file() {
     let mut report = read_json(&path);
     normalise(&mut report);
     let actual = serde_json::to_string_pretty(&report).expect("serialise") + "\n";
+    let golden_file = golden_path();
     if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
-        std::fs::write(GOLDEN, &actual).expect("write golden file");
+        std::fs::write(&golden_file, &actual).expect("write golden file");
         return;
     }
-    let golden = std::fs::read_to_string(GOLDEN).expect("golden file (UPDATE_GOLDEN=1 makes it)");
+    let golden =
+        std::fs::read_to_string(&golden_file).expect("golden file (UPDATE_GOLDEN=1 makes it)");
     let golden: Value = serde_json::from_str(&golden).expect("golden is JSON");
-    assert_eq!(report, golden, "report differs from {GOLDEN}:\n{actual}");
+    assert_eq!(
+        report,
+        golden,
+        "report differs from {}:\n{actual}",
+        golden_file.display()
+    );
 }
 
 #[test]
@@ -119,7 +128,9 @@ fn report_fd_receives_the_report() {
         path.display()
     );
     let status = std::process::Command::new("sh")
-        .args(["-c", &script, env!("CARGO_BIN_EXE_corral")])
+        .arg("-c")
+        .arg(&script)
+        .arg(common::corral_path())
         .status()
         .expect("run sh");
     assert_eq!(status.code(), Some(3));
@@ -187,7 +198,8 @@ fn documented_examples_match_the_schema() {
         .collect();
     assert_eq!(blocks.len(), 2, "a timed-out and a spawn-failed example");
     let golden: Value =
-        serde_json::from_str(&std::fs::read_to_string(GOLDEN).expect("golden")).expect("JSON");
+        serde_json::from_str(&std::fs::read_to_string(golden_path()).expect("golden"))
+            .expect("JSON");
     let keys = |value: &Value| {
         let mut out = Vec::new();
         shape(value, "", &mut out);

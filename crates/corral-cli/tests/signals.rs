@@ -117,9 +117,7 @@ struct PrivateLedger(std::path::PathBuf);
 
 impl PrivateLedger {
     fn new(backend: &str) -> Self {
-        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("ledger-{}-{backend}", std::process::id()));
-        Self(dir)
+        Self(common::scratch(&format!("ledger-{backend}")))
     }
 
     fn records(&self) -> Vec<serde_json::Value> {
@@ -167,7 +165,7 @@ impl Drop for PrivateLedger {
 fn sighup_ignored_at_start_stays_ignored_under_nohup() {
     let script = "grep SigIgn /proc/self/status; exec sleep 1000";
     let mut child = std::process::Command::new("/usr/bin/nohup")
-        .arg(env!("CARGO_BIN_EXE_corral"))
+        .arg(common::corral_path())
         .args(["run", "-k", "300ms", "--", "sh", "-c", script])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -221,7 +219,9 @@ fn parent_death_counts_as_sigterm() {
             "\"$0\" run --backend {backend} -k 300ms -- bash -c '{ESCAPEES}' & echo $!; wait"
         );
         let mut child = std::process::Command::new("sh")
-            .args(["-c", &script, env!("CARGO_BIN_EXE_corral")])
+            .arg("-c")
+            .arg(&script)
+            .arg(common::corral_path())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()

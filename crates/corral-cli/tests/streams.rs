@@ -91,12 +91,12 @@ fn verbose_prints_each_signal_on_stderr_only() {
 fn a_tty_stays_a_tty() {
     let script = std::path::Path::new("/usr/bin/script");
     if !script.exists() {
-        eprintln!("skipping: /usr/bin/script is not installed");
+        eprintln!("SKIPPED: /usr/bin/script is not installed");
         return;
     }
     let inner = format!(
         "{} run -- sh -c 'test -t 0 && test -t 1 && test -t 2 && echo tty-ok'",
-        env!("CARGO_BIN_EXE_corral")
+        common::corral_path().display()
     );
     let output = std::process::Command::new(script)
         .args(["-qec", &inner, "/dev/null"])

@@ -27,7 +27,7 @@ const BOUND: Duration = Duration::from_secs(1);
 const SLACK: Duration = Duration::from_millis(500);
 
 fn owner_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_owner"))
+    common::bin_path("owner", env!("CARGO_BIN_EXE_owner"))
 }
 
 fn ledger_dir(name: &str) -> PathBuf {

@@ -28,7 +28,10 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 const EXIT_SKIP: i32 = 77;
 
 fn reuse_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_reuse"))
+    // Where cargo-nextest says it is (also for an unpacked archive), else
+    // where cargo built it.
+    std::env::var_os("NEXTEST_BIN_EXE_reuse")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_reuse")), PathBuf::from)
 }
 
 /// The `unshare` options that give a private PID namespace here, or why

@@ -149,7 +149,7 @@ impl Framer {
         }
         Some(if line.len() > self.max {
             Piece::TooLong {
-                len: line.len() as u64,
+                len: (end - begin) as u64,
             }
         } else {
             Piece::Line(line)
@@ -232,6 +232,21 @@ mod tests {
             pieces(max, b"123456789\nok\n", 100),
             vec![Err(9), Ok(b"ok".to_vec())]
         );
+    }
+
+    /// Found by `fuzz/fuzz_targets/mcp_frame.rs`: the `\r` of an over-long
+    /// CRLF line was counted when the line came in several reads (skipped
+    /// while pending) and not when it came in one read.
+    #[test]
+    fn an_over_long_crlf_line_has_one_length_whatever_the_chunking() {
+        let input = b"123456789\r\nok\n";
+        for chunk in [1, 5, 10, 11, 100] {
+            assert_eq!(
+                pieces(8, input, chunk),
+                vec![Err(10), Ok(b"ok".to_vec())],
+                "chunk {chunk}"
+            );
+        }
     }
 
     #[test]

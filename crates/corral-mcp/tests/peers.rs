@@ -221,7 +221,9 @@ fn helpers_are_reaped_through_the_guard_with_cgroups() {
     if !cgroups {
         // An ordinary user without a delegated cgroup: the subreaper test
         // below covers the guard.
-        eprintln!("no usable cgroup here: the cgroup backend is exercised by the root run");
+        eprintln!(
+            "SKIPPED: no usable cgroup here: the cgroup backend is exercised by the root run"
+        );
         return;
     }
     helpers_run(Some("cgroup"));

@@ -71,7 +71,15 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
 
 /// Reads `/proc/PID/stat`. `NotFound` when the process is gone.
 pub fn read_stat(pid: i32) -> io::Result<Stat> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|error| {
+        // A process that is reaped between the open and the read makes the
+        // read fail with ESRCH: gone all the same.
+        if sys::is_gone(&error) {
+            io::Error::new(io::ErrorKind::NotFound, error)
+        } else {
+            error
+        }
+    })?;
     parse_stat(&text).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidData,

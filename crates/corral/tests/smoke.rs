@@ -17,7 +17,7 @@ async fn run_on(backend: Backend, script: &str, timeout_ms: u64) -> Option<corra
     match command.run().await {
         Ok(finished) => Some(finished),
         Err(corral::Error::BackendUnavailable { reason, .. }) => {
-            println!("skipping {backend}: {reason}");
+            println!("SKIPPED: backend {backend}: {reason}");
             None
         }
         Err(other) => panic!("{other}"),

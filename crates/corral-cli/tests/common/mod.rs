@@ -21,7 +21,28 @@ use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
 
 /// The `corral` binary under test.
 pub fn corral() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_corral"))
+    Command::new(corral_path())
+}
+
+/// Where the `corral` binary is: as cargo-nextest says at run time (also for
+/// an archive unpacked elsewhere, as the unprivileged pass does), else where
+/// cargo built it.
+pub fn corral_path() -> std::path::PathBuf {
+    std::env::var_os("NEXTEST_BIN_EXE_corral")
+        .map_or_else(|| env!("CARGO_BIN_EXE_corral").into(), Into::into)
+}
+
+/// This package's directory: as the test runner says at run time (nextest
+/// remaps it for an archive), else where it was built.
+pub fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), Into::into)
+}
+
+/// A scratch file or directory name for this test process, in the temporary
+/// directory (writable by any user, unlike the build's target directory).
+pub fn scratch(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("corral-cli-test-{}-{name}", std::process::id()))
 }
 
 /// GNU `timeout`, to compare with.
@@ -243,7 +264,7 @@ pub fn for_backends(backends: &[&str], mut body: impl FnMut(&str)) {
     for &backend in backends {
         match backend_available(backend) {
             Ok(()) => body(backend),
-            Err(reason) => eprintln!("skipping backend {backend}: {reason}"),
+            Err(reason) => eprintln!("SKIPPED: backend {backend}: {reason}"),
         }
     }
 }

@@ -34,7 +34,15 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Path of the `fixture` binary built alongside these tests.
 pub fn fixture_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_fixture"))
+    bin_path("fixture", env!("CARGO_BIN_EXE_fixture"))
+}
+
+/// Path of this package's binary `name`: where cargo-nextest says it is at
+/// run time (also for an archive unpacked elsewhere, as the unprivileged
+/// pass does), else `built`, where cargo built it.
+pub fn bin_path(name: &str, built: &str) -> PathBuf {
+    std::env::var_os(format!("NEXTEST_BIN_EXE_{name}"))
+        .map_or_else(|| PathBuf::from(built), PathBuf::from)
 }
 
 /// The identity of a process: its pid and its start time (field 22 of

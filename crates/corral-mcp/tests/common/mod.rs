@@ -18,14 +18,22 @@ use std::{
 use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
 use serde_json::Value;
 
-/// The repository root.
+/// The repository root: from this package's directory as the test runner
+/// gives it at run time (cargo-nextest remaps it for an archive, as the
+/// unprivileged pass uses), else as it was built.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+        .join("../..")
 }
 
-/// The relay binary under test.
+/// The relay binary under test (where cargo-nextest says it is, else where
+/// cargo built it).
 pub fn wrapper() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_corral-mcp-wrap"))
+    std::env::var_os("NEXTEST_BIN_EXE_corral-mcp-wrap").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_corral-mcp-wrap")),
+        PathBuf::from,
+    )
 }
 
 /// The venv's Python, with the official `mcp` package.
