@@ -141,6 +141,13 @@ fn launch_with_std(command: &Command, prepared: &Prepared) -> io::Result<Launche
         Err(error) => {
             let _ = child.kill();
             let _ = child.wait();
+            if sys::is_unsupported(&error) {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "this kernel has no pidfds (pidfd_open needs Linux 5.3 or later), and corral \
+                     will not hold a process by its bare pid; use the cgroup backend or a newer kernel",
+                ));
+            }
             return Err(error);
         }
     };
@@ -286,6 +293,9 @@ fn resolve(program: &OsStr, path: Option<&OsStr>) -> io::Result<CString> {
         match sys::is_executable_file(&candidate) {
             Ok(true) => return c_string(candidate.as_os_str().as_bytes()),
             Ok(false) => denied = true,
+            // As execvp: a directory we may not search makes the final
+            // answer "permission denied" rather than "not found".
+            Err(error) if error.kind() == io::ErrorKind::PermissionDenied => denied = true,
             Err(_) => {}
         }
     }

@@ -36,7 +36,7 @@ use crate::{
 const REFRESH_FIRST: Duration = Duration::from_millis(100);
 const REFRESH_EVERY: Duration = Duration::from_millis(250);
 
-/// The writing end of the command's standard input ([`Input::Piped`]).
+/// The writing end of the command's standard input ([`Input::Piped`](crate::Input::Piped)).
 pub type ChildStdin = pipe::Sender;
 /// The reading end of a command's output stream ([`Output::Piped`]).
 pub type ChildOutput = pipe::Receiver;
@@ -92,7 +92,7 @@ impl Child {
         self.cgroup.as_deref()
     }
 
-    /// The writer of standard input, once, with [`Input::Piped`].
+    /// The writer of standard input, once, with [`Input::Piped`](crate::Input::Piped).
     pub fn take_stdin(&mut self) -> Option<ChildStdin> {
         self.stdin.take()
     }

@@ -32,6 +32,8 @@ pub(crate) struct Claim {
     /// Our children (pid, start time) from before the spawn: never members,
     /// however close their start time is to the leader's.
     preexisting: Vec<(i32, u64)>,
+    /// Whether this process was a subreaper before (then it stays one).
+    was_subreaper: bool,
 }
 
 impl Claim {
@@ -46,6 +48,7 @@ impl Claim {
                     .to_owned(),
             );
         }
+        let was_subreaper = sys::is_child_subreaper().unwrap_or(false);
         if let Err(error) = sys::set_child_subreaper(true) {
             ACTIVE.store(false, Ordering::SeqCst);
             return Err(format!("PR_SET_CHILD_SUBREAPER failed: {error}"));
@@ -57,12 +60,19 @@ impl Claim {
             .filter(|s| s.ppid == me)
             .map(|s| (s.pid, s.start_time))
             .collect();
-        Ok(Self { preexisting })
+        Ok(Self {
+            preexisting,
+            was_subreaper,
+        })
     }
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
+        if self.was_subreaper {
+            ACTIVE.store(false, Ordering::SeqCst);
+            return;
+        }
         if let Err(error) = sys::set_child_subreaper(false) {
             tracing::warn!(%error, "could not clear the subreaper flag");
         }

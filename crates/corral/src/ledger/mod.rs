@@ -5,7 +5,7 @@
 //!
 //! One JSON file per tree in the ledger directory, written atomically
 //! (temporary file, then rename) so a reader never sees half a record, and
-//! removed when the tree is gone. See [`write`] for why there is no fsync. Nothing in a record
+//! removed when the tree is gone. See [`write()`] for why there is no fsync. Nothing in a record
 //! is trusted: every process it names is identity-checked (pid with start time
 //! and boot id) before any signal, and a cgroup path must lie inside the
 //! cgroup v2 mount and be one of corral's leaves.
@@ -19,7 +19,7 @@ use std::{
     sync::{Mutex, OnceLock},
 };
 
-pub use record::{Identity, Record};
+pub use record::{Identity, Record, VERSION};
 pub use sweep::{Entry, Owner, Sweep, SweepAction, list, sweep, terminate};
 
 use crate::sys;

@@ -213,12 +213,16 @@ impl Client {
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::null())
             .process_group(0);
-        let child = command
+        let mut child = command
             .spawn()
             .map_err(|e| format!("cannot start the watchdog {}: {e}", program.display()))?;
         tracing::debug!(pid = child.id(), program = %program.display(), "watchdog started");
-        // From here on the helper is reaped through its pidfd.
-        Self::adopt(ours, child.id() as i32)
+        // From here on the helper is reaped through its pidfd; without one
+        // (an old kernel) it is not kept, and not left a zombie either.
+        Self::adopt(ours, child.id() as i32).inspect_err(|_| {
+            let _ = child.kill();
+            let _ = child.wait();
+        })
     }
 
     /// Takes charge of a freshly started helper (our unreaped child, so its

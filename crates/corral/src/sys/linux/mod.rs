@@ -112,6 +112,11 @@ pub(crate) fn set_child_subreaper(on: bool) -> io::Result<()> {
     Ok(rustix::process::set_child_subreaper(me)?)
 }
 
+/// `prctl(PR_GET_CHILD_SUBREAPER)`: whether this process is a subreaper.
+pub(crate) fn is_child_subreaper() -> io::Result<bool> {
+    Ok(rustix::process::child_subreaper()?.is_some())
+}
+
 /// Opens a kernfs file such as `cgroup.events` for change notification:
 /// the kernel wakes `poll` with `POLLPRI` after each change, re-armed by
 /// reading the file again (cheaper than inotify, whose teardown waits for an
@@ -411,7 +416,10 @@ pub(crate) fn stdout_to_null() -> io::Result<()> {
 /// (woken by the pidfd, not by polling).
 pub(crate) fn reap_within(pidfd: BorrowedFd<'_>, limit: std::time::Duration) {
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
-    let timeout = Timespec::try_from(limit).unwrap_or(Timespec { tv_sec: 1, tv_nsec: 0 });
+    let timeout = Timespec::try_from(limit).unwrap_or(Timespec {
+        tv_sec: 1,
+        tv_nsec: 0,
+    });
     let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
     let _ = poll(&mut fds, Some(&timeout));
     let _ = exit_status(pidfd, true);
