@@ -136,7 +136,10 @@ fn without_pidfds_cgroup_runs_and_scanned_backends_refuse() {
                     assert_eq!(failure, SpawnFailure::Other);
                     assert_eq!(source.kind(), std::io::ErrorKind::Unsupported);
                     let message = source.to_string();
-                    assert!(message.contains("no pidfds") && message.contains("5.3"), "{message}");
+                    assert!(
+                        message.contains("no pidfds") && message.contains("5.3"),
+                        "{message}"
+                    );
                 }
                 Err(other) => panic!("{backend}: unexpected error {other}"),
                 Ok(child) => panic!("{backend}: spawned {} without a pidfd", child.id()),

@@ -534,3 +534,42 @@ macro_rules! backend {
 backend!(cgroup, Backend::Cgroup);
 backend!(subreaper, Backend::Subreaper);
 backend!(group, Backend::Group);
+
+/// The subreaper role is process-wide and held by one tree at a time. A tree
+/// whose leftovers are released gives the role up as it releases them, before
+/// its bounded output drain: another subreaper-backed tree can start while
+/// the first one drains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subreaper_role_is_given_up_before_the_release_drain() {
+    let drain = Duration::from_secs(3);
+    let first = match Command::new(fixture_path())
+        .arg("hold-stdout")
+        .backend(BackendChoice::Only(Backend::Subreaper))
+        .leftovers(corral::Leftovers::Release { drain })
+        .spawn()
+        .await
+    {
+        Ok(child) => child,
+        Err(Error::BackendUnavailable { reason, .. }) => return skip(Backend::Subreaper, &reason),
+        Err(error) => panic!("{error}"),
+    };
+    // corral reaps the leader right after releasing the tree; the drain (the
+    // grandchild holds stdout, so all of `drain`) comes after that.
+    let leader = first.id();
+    let until = Instant::now() + READY_TIMEOUT;
+    while PathBuf::from(format!("/proc/{leader}")).exists() {
+        assert!(Instant::now() < until, "leader {leader} not reaped");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let second = Command::new(fixture_path())
+        .args(["exit", "0"])
+        .backend(BackendChoice::Only(Backend::Subreaper))
+        .run()
+        .await;
+    let first = first.wait().await.expect("the first tree");
+    let procs = parse_ready(first.stdout.text().lines().next().unwrap_or_default());
+    let _cleanup = Leftovers(procs);
+    let second = second.expect("a second subreaper-backed tree while the first drains");
+    assert_eq!(second.outcome, Outcome::Exited { code: 0 });
+    assert_eq!(second.report.backend, Backend::Subreaper);
+}

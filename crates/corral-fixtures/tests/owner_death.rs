@@ -311,6 +311,16 @@ fn owner_killed_at_random_points() {
     };
     let runs = 100;
     let batch = 10;
+    // Leaves other runs left on this machine (a recycled pid could match one).
+    let stale: Vec<String> = corral::capabilities()
+        .cgroup_parent
+        .and_then(|parent| std::fs::read_dir(parent).ok())
+        .map(|dir| {
+            dir.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
     for round in 0..runs / batch {
         let mut owners = Vec::new();
         for _ in 0..batch {
@@ -323,6 +333,7 @@ fn owner_killed_at_random_points() {
             owners.push((child, delay));
         }
         let started = Instant::now();
+        let owner_pids: Vec<i32> = owners.iter().map(|(child, _)| child.id() as i32).collect();
         let mut pending: Vec<(Child, Duration)> = owners;
         while !pending.is_empty() {
             let now = started.elapsed();
@@ -347,6 +358,16 @@ fn owner_killed_at_random_points() {
             left = running_descendants(&[bystander.proc()]);
         }
         assert!(left.is_empty(), "round {round}: survivors {left:?}");
+        // Not even an empty cgroup leaf is left, whatever the point of death.
+        let leaves: Vec<String> = owner_pids
+            .iter()
+            .flat_map(|&pid| leaves_of(pid))
+            .filter(|leaf| !stale.contains(leaf))
+            .collect();
+        assert!(
+            leaves.is_empty(),
+            "round {round}: cgroup leaves left: {leaves:?}"
+        );
         reap_children();
     }
     assert!(bystander.is_running());
@@ -390,9 +411,9 @@ fn startup_sweep_ends_a_crashed_predecessors_tree() {
         1,
         "only the successor's own record is left"
     );
+    // Its tree killed, the second owner finishes by itself (and removes its
+    // leaf: it has no watchdog to do it if it were killed now).
     kill_leftovers(&second.tree);
-    // The owner may already have finished once its tree was killed.
-    let _ = send_signal(&second.owner, Signal::KILL);
     let _ = second.child.wait();
     drop(guard);
     let _ = std::fs::remove_dir_all(&dir);

@@ -2,7 +2,7 @@
 //! the watchdog, and the start-up sweep of a crashed predecessor's trees.
 
 use std::{
-    path::PathBuf,
+    path::{Path, PathBuf},
     sync::{
         Mutex, Once,
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -74,13 +74,8 @@ pub(crate) struct Registration {
 }
 
 impl Registration {
-    /// Before the spawn: with a cgroup, the watchdog learns of the leaf now, so
-    /// an owner dying mid-spawn still has its tree killed.
-    pub(crate) fn before_spawn(
-        command: &Command,
-        backend: Backend,
-        cgroup: Option<PathBuf>,
-    ) -> Self {
+    /// Before containment is prepared: the record has no backend yet.
+    pub(crate) fn new(command: &Command) -> Self {
         static SEQUENCE: AtomicU64 = AtomicU64::new(0);
         let (owner, owner_exe) = me();
         let mut notes = Vec::new();
@@ -96,10 +91,10 @@ impl Registration {
             owner_exe,
             boot_id: ledger::boot_id(),
             pid_ns: ledger::pid_ns(),
-            backend,
+            backend: Backend::Group,
             leader: None,
             members: Vec::new(),
-            cgroup,
+            cgroup: None,
             command: command.display(),
             created_at: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -110,16 +105,27 @@ impl Registration {
             notes.push(format!("owner-death guard off: {reason}"));
             watchdog = false;
         }
-        let mut registration = Self {
+        Self {
             record,
             ledger: command.ledger,
             watchdog,
             notes,
-        };
-        if registration.record.cgroup.is_some() {
-            registration.tell_watchdog();
         }
-        registration
+    }
+
+    /// A cgroup leaf is about to be created at `path`: the watchdog learns of
+    /// it before the `mkdir`, so an owner dying at any point from here on has
+    /// the leaf (and the tree in it) removed.
+    pub(crate) fn cgroup_reserved(&mut self, path: &Path) {
+        self.record.backend = Backend::Cgroup;
+        self.record.cgroup = Some(path.to_owned());
+        self.tell_watchdog();
+    }
+
+    /// Containment is prepared: the backend and the leaf actually used.
+    pub(crate) fn prepared(&mut self, backend: Backend, cgroup: Option<PathBuf>) {
+        self.record.backend = backend;
+        self.record.cgroup = cgroup;
     }
 
     /// After the spawn: the leader's identity completes the record.

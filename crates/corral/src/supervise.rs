@@ -144,9 +144,12 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
         return Err(Error::ChildrenAutoreaped);
     }
     owner::startup_sweep();
-    let prepared = contain::prepare(command.backend)?;
+    let mut registration = Registration::new(&command);
+    let prepared = contain::prepare(command.backend, &mut |path| {
+        registration.cgroup_reserved(path)
+    })?;
     let backend = prepared.backend();
-    let mut registration = Registration::before_spawn(&command, backend, prepared.cgroup_path());
+    registration.prepared(backend, prepared.cgroup_path());
     let launched = launch::launch(&command, &prepared)
         .map_err(|source| launch::spawn_error(&command, source))?;
     let started = Instant::now();

@@ -87,13 +87,21 @@ fn parent_dir() -> Result<PathBuf, String> {
 /// Creates a new, empty directory `PREFIX-PID-N` under `parent`. The pid alone
 /// is not unique (other PID namespaces share the hierarchy; a stale leaf may
 /// carry a recycled pid), so a taken name moves on to the next N.
-fn create_unique(parent: &Path, prefix: &str) -> io::Result<PathBuf> {
+///
+/// `reserve` hears each name before its `mkdir`: the owner tells its watchdog,
+/// so a directory created just before the owner dies is still removed.
+fn create_unique(
+    parent: &Path,
+    prefix: &str,
+    reserve: &mut dyn FnMut(&Path),
+) -> io::Result<PathBuf> {
     static SEQUENCE: AtomicU64 = AtomicU64::new(0);
     let pid = sys::getpid();
     let mut last = io::Error::from(io::ErrorKind::AlreadyExists);
     for _ in 0..64 {
         let n = SEQUENCE.fetch_add(1, Ordering::Relaxed);
         let path = parent.join(format!("{prefix}-{pid}-{n}"));
+        reserve(&path);
         match fs::create_dir(&path) {
             Ok(()) => return Ok(path),
             Err(error) if error.kind() == io::ErrorKind::AlreadyExists => last = error,
@@ -117,7 +125,8 @@ const NO_KILL: &str = "cgroup.kill is missing (needs Linux 5.14 or later)";
 /// not need it: creating the leaf is the probe.
 pub(crate) fn probe() -> Result<PathBuf, String> {
     let parent = parent_dir()?;
-    let leaf = create_unique(&parent, "corral-probe").map_err(|e| refused(&parent, &e))?;
+    let leaf =
+        create_unique(&parent, "corral-probe", &mut |_| {}).map_err(|e| refused(&parent, &e))?;
     let has_kill = leaf.join("cgroup.kill").exists();
     let _ = fs::remove_dir(&leaf);
     if has_kill {
@@ -145,9 +154,9 @@ pub(crate) struct Leaf {
 }
 
 impl Leaf {
-    pub(crate) fn create() -> Result<Self, LeafError> {
+    pub(crate) fn create(reserve: &mut dyn FnMut(&Path)) -> Result<Self, LeafError> {
         let parent = parent_dir().map_err(LeafError::Unavailable)?;
-        let path = match create_unique(&parent, "corral") {
+        let path = match create_unique(&parent, "corral", reserve) {
             Ok(path) => path,
             Err(error)
                 if matches!(

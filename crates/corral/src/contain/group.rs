@@ -66,4 +66,30 @@ mod tests {
         pids.sort_unstable();
         assert_eq!(pids, vec![101, 102, 103, 104]);
     }
+
+    /// `ScannedTree::refresh` (on a group tree) hands the member set on only
+    /// when it grew: the first scan finds the leader, an unchanged second
+    /// scan reports nothing (the supervisor re-registers the members with the
+    /// ledger and the watchdog each time it reports them).
+    #[test]
+    fn refresh_reports_the_members_only_when_the_set_grows() {
+        use crate::contain::scan::{Rule as ScanRule, ScannedTree};
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id() as i32;
+        let start_time = crate::identity::read_stat(pid).expect("stat").start_time;
+        let mut tree = ScannedTree::new(ScanRule::Group(Rule { leader: pid }));
+        let first = tree.refresh();
+        let second = tree.refresh();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(
+            first,
+            Some(vec![crate::ledger::Identity { pid, start_time }]),
+            "the first scan finds the leader"
+        );
+        assert_eq!(second, None, "nothing new, nothing reported");
+    }
 }

@@ -24,7 +24,7 @@ pub(crate) use scan::descendants;
 use std::{
     fmt,
     os::fd::{AsFd, OwnedFd},
-    path::PathBuf,
+    path::{Path, PathBuf},
     sync::atomic::{AtomicBool, Ordering},
 };
 
@@ -175,11 +175,17 @@ pub(crate) enum Prepared {
 }
 
 /// Prepares the chosen backend.
-pub(crate) fn prepare(choice: BackendChoice) -> Result<Prepared, Error> {
+///
+/// `reserve` hears the path of a cgroup leaf before it is created (see
+/// `owner::Registration::cgroup_reserved`).
+pub(crate) fn prepare(
+    choice: BackendChoice,
+    reserve: &mut dyn FnMut(&Path),
+) -> Result<Prepared, Error> {
     let unavailable =
         |backend: Backend, reason: String| Error::BackendUnavailable { backend, reason };
     match choice {
-        BackendChoice::Only(Backend::Cgroup) => cgroup::Leaf::create()
+        BackendChoice::Only(Backend::Cgroup) => cgroup::Leaf::create(reserve)
             .map(Prepared::Cgroup)
             .map_err(|e| match e {
                 cgroup::LeafError::Unavailable(reason) => unavailable(Backend::Cgroup, reason),
@@ -190,7 +196,7 @@ pub(crate) fn prepare(choice: BackendChoice) -> Result<Prepared, Error> {
             .map_err(|reason| unavailable(Backend::Subreaper, reason)),
         BackendChoice::Only(Backend::Group) => Ok(Prepared::Group),
         BackendChoice::Auto => {
-            match cgroup::Leaf::create() {
+            match cgroup::Leaf::create(reserve) {
                 Ok(leaf) => return Ok(Prepared::Cgroup(leaf)),
                 Err(cgroup::LeafError::Unavailable(reason)) => {
                     tracing::debug!(%reason, "cgroup backend unavailable");
