@@ -170,12 +170,16 @@ fn cgroup_parent() -> Option<PathBuf> {
     Some(mount.join(own.trim_start_matches('/')))
 }
 
-/// `corral-PID-*` leaves of the corral processes this bench started.
+/// `corral-PID-*` leaves of the corral processes this bench started (all
+/// `corral-*` leaves with no pids given).
 fn leaves_left(pids: &[u32]) -> Vec<PathBuf> {
     let Some(entries) = cgroup_parent().and_then(|p| fs::read_dir(p).ok()) else {
         return Vec::new();
     };
-    let prefixes: Vec<String> = pids.iter().map(|p| format!("corral-{p}-")).collect();
+    let mut prefixes: Vec<String> = pids.iter().map(|p| format!("corral-{p}-")).collect();
+    if pids.is_empty() {
+        prefixes.push("corral-".to_owned());
+    }
     entries
         .filter_map(Result::ok)
         .filter(|e| {
@@ -220,6 +224,8 @@ fn main() -> ExitCode {
     println!("corral binary: {CORRAL}");
 
     // Does `corral run -- true` work at all?
+    // Leaves other runs left on this machine: a recycled pid could match one.
+    let stale = leaves_left(&[]);
     let mut corral_pids = Vec::new();
     match once(Contender::Corral) {
         Ok((_, pid)) => corral_pids.push(pid),
@@ -327,7 +333,10 @@ fn main() -> ExitCode {
         r,
         if r <= TARGET { "met" } else { "MISSED" }
     );
-    let left = leaves_left(&corral_pids);
+    let left: Vec<PathBuf> = leaves_left(&corral_pids)
+        .into_iter()
+        .filter(|leaf| !stale.contains(leaf))
+        .collect();
     if left.is_empty() {
         println!("cgroups left behind by corral runs: none");
     } else {
