@@ -35,7 +35,7 @@ pub fn main(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
 
 async fn run(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
     let sink = Sink::open(args.report.as_deref(), args.report_fd)?;
-    let mut signals = signals::Watch::install()?;
+    let mut signals = signals::install()?;
     let started = Instant::now();
     if !signals::watch_parent(parent)? {
         say!("the parent process is already gone (counts as SIGTERM); the command was not started");

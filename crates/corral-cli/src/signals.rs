@@ -7,62 +7,22 @@
 //! installed handler would be reset to the default by `exec`. The death of
 //! corral's parent arrives as `SIGTERM` (`PR_SET_PDEATHSIG`).
 
-use std::{future::poll_fn, task::Poll};
-
 use anyhow::Context;
 use corral::{
     Signal,
-    host::{self, ParentWatch},
+    host::{self, ParentWatch, SignalWatch},
 };
-use tokio::signal::unix::{self, SignalKind};
 
 /// The signals that end the tree.
 pub const HANDLED: [Signal; 4] = [Signal::INT, Signal::TERM, Signal::HUP, Signal::QUIT];
 
-/// The handled signals that were not ignored at start-up, as streams.
-#[derive(Debug)]
-pub struct Watch {
-    streams: Vec<(Signal, unix::Signal)>,
-}
-
-impl Watch {
-    /// Installs handlers for the [`HANDLED`] signals that are not ignored.
-    /// Needs a runtime with its I/O driver enabled.
-    ///
-    /// # Errors
-    /// If a disposition cannot be read or a handler cannot be installed.
-    pub fn install() -> anyhow::Result<Self> {
-        let mut streams = Vec::with_capacity(HANDLED.len());
-        for signal in HANDLED {
-            let ignored = host::is_ignored(signal)
-                .with_context(|| format!("reading the disposition of {signal}"))?;
-            if ignored {
-                tracing::debug!(%signal, "ignored at start-up: left ignored");
-                continue;
-            }
-            let stream = unix::signal(SignalKind::from_raw(signal.number()))
-                .with_context(|| format!("installing a handler for {signal}"))?;
-            streams.push((signal, stream));
-        }
-        Ok(Self { streams })
-    }
-
-    /// Waits for the next handled signal. Pending for ever if every one was
-    /// ignored at start-up.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: a signal that arrives meanwhile is kept for the next call.
-    pub async fn recv(&mut self) -> Signal {
-        poll_fn(|cx| {
-            for (signal, stream) in &mut self.streams {
-                if let Poll::Ready(Some(())) = stream.poll_recv(cx) {
-                    return Poll::Ready(*signal);
-                }
-            }
-            Poll::Pending
-        })
-        .await
-    }
+/// Handlers for the [`HANDLED`] signals that were not ignored at start-up.
+/// Needs a runtime with its I/O driver enabled.
+///
+/// # Errors
+/// If a disposition cannot be read or a handler cannot be installed.
+pub fn install() -> anyhow::Result<SignalWatch> {
+    SignalWatch::install(&HANDLED).context("installing the signal handlers")
 }
 
 /// Has the kernel send `SIGTERM` to corral when its parent dies. `parent` is

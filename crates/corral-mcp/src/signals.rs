@@ -5,23 +5,20 @@
 //! `nohup` leaves `SIGHUP`) gets no handler and stays ignored. The parent's
 //! death arrives as `SIGTERM` (`PR_SET_PDEATHSIG`).
 
-use std::{future::poll_fn, task::Poll};
-
 use corral::{
     Signal,
-    host::{self, ParentWatch},
+    host::{self, ParentWatch, SignalWatch},
 };
-use tokio::signal::unix::{self, SignalKind};
 
 use crate::Error;
 
 /// The signals that shut the server down.
 pub const HANDLED: [Signal; 3] = [Signal::INT, Signal::TERM, Signal::HUP];
 
-/// The handled signals, as streams.
+/// The handled signals, as one source.
 #[derive(Debug, Default)]
 pub(crate) struct Watch {
-    streams: Vec<(Signal, unix::Signal)>,
+    signals: SignalWatch,
 }
 
 impl Watch {
@@ -33,21 +30,12 @@ impl Watch {
     /// [`Error::ParentGone`] if the parent has already died.
     pub(crate) fn install(parent: Option<i32>) -> Result<Self, Error> {
         let setup = |what| move |source| Error::Setup { what, source };
-        let mut streams = Vec::with_capacity(HANDLED.len());
-        for signal in HANDLED {
-            if host::is_ignored(signal).map_err(setup("reading a signal disposition"))? {
-                tracing::debug!(%signal, "ignored at start-up: left ignored");
-                continue;
-            }
-            let stream = unix::signal(SignalKind::from_raw(signal.number()))
-                .map_err(setup("installing a signal handler"))?;
-            streams.push((signal, stream));
-        }
+        let signals =
+            SignalWatch::install(&HANDLED).map_err(setup("installing a signal handler"))?;
         // Armed only once SIGTERM has a handler, or the parent's death would
         // kill the relay without a shutdown.
         if let Some(parent) = parent {
-            let armed = streams.iter().any(|&(signal, _)| signal == Signal::TERM);
-            if armed {
+            if signals.handles(Signal::TERM) {
                 let watch = host::signal_on_parent_death(Signal::TERM, parent)
                     .map_err(setup("arming the parent-death signal"))?;
                 if watch == ParentWatch::AlreadyGone {
@@ -57,7 +45,7 @@ impl Watch {
                 return Err(Error::ParentGone);
             }
         }
-        Ok(Self { streams })
+        Ok(Self { signals })
     }
 
     /// Waits for the next handled signal; pending for ever if there are none.
@@ -65,14 +53,6 @@ impl Watch {
     /// # Cancel safety
     /// Cancel safe: a signal that arrives meanwhile is kept for the next call.
     pub(crate) async fn recv(&mut self) -> Signal {
-        poll_fn(|cx| {
-            for (signal, stream) in &mut self.streams {
-                if let Poll::Ready(Some(())) = stream.poll_recv(cx) {
-                    return Poll::Ready(*signal);
-                }
-            }
-            Poll::Pending
-        })
-        .await
+        self.signals.recv().await
     }
 }

@@ -43,3 +43,53 @@ pub fn signal_on_parent_death(signal: Signal, parent: i32) -> io::Result<ParentW
 pub fn parent_pid() -> i32 {
     sys::getppid()
 }
+
+/// Handlers for the signals that should end a supervisor's tree, as one
+/// awaitable source. A signal that was ignored when the process started gets
+/// no handler and stays ignored (an installed handler would be reset to the
+/// default by `exec`, and the command would no longer inherit the ignore).
+#[derive(Debug, Default)]
+pub struct SignalWatch {
+    streams: Vec<(Signal, tokio::signal::unix::Signal)>,
+}
+
+impl SignalWatch {
+    /// Installs handlers for those of `signals` not ignored right now. Needs a
+    /// tokio runtime with its I/O driver.
+    ///
+    /// # Errors
+    /// If a disposition cannot be read or a handler cannot be installed.
+    pub fn install(signals: &[Signal]) -> io::Result<Self> {
+        let mut streams = Vec::with_capacity(signals.len());
+        for &signal in signals {
+            if is_ignored(signal)? {
+                tracing::debug!(%signal, "ignored at start-up: left ignored");
+                continue;
+            }
+            let kind = tokio::signal::unix::SignalKind::from_raw(signal.number());
+            streams.push((signal, tokio::signal::unix::signal(kind)?));
+        }
+        Ok(Self { streams })
+    }
+
+    /// Whether `signal` has a handler (it was not ignored at start-up).
+    pub fn handles(&self, signal: Signal) -> bool {
+        self.streams.iter().any(|&(s, _)| s == signal)
+    }
+
+    /// Waits for the next handled signal; pending for ever if there are none.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a signal that arrives meanwhile is kept for the next call.
+    pub async fn recv(&mut self) -> Signal {
+        std::future::poll_fn(|cx| {
+            for (signal, stream) in &mut self.streams {
+                if let std::task::Poll::Ready(Some(())) = stream.poll_recv(cx) {
+                    return std::task::Poll::Ready(*signal);
+                }
+            }
+            std::task::Poll::Pending
+        })
+        .await
+    }
+}
