@@ -86,3 +86,26 @@ async fn refuses_to_supervise_when_children_are_reaped_by_the_kernel() {
         .expect("runs once SIGCHLD is back");
     assert_eq!(finished.outcome, Outcome::Exited { code: 0 });
 }
+
+/// `Output::Piped` hands each stream to the caller, once.
+#[tokio::test]
+async fn piped_output_is_handed_to_the_caller() {
+    use tokio::io::AsyncReadExt;
+    let mut child = Command::new("sh")
+        .args(["-c", "echo out; echo err >&2"])
+        .stdout(corral::Output::Piped)
+        .stderr(corral::Output::Piped)
+        .spawn()
+        .await
+        .expect("spawns");
+    let mut stdout = child.take_stdout().expect("piped stdout");
+    let mut stderr = child.take_stderr().expect("piped stderr");
+    assert!(child.take_stdout().is_none(), "handed out once");
+    assert!(child.take_stderr().is_none(), "handed out once");
+    let (mut out, mut err) = (String::new(), String::new());
+    stdout.read_to_string(&mut out).await.expect("reads stdout");
+    stderr.read_to_string(&mut err).await.expect("reads stderr");
+    let finished = child.wait().await.expect("a result");
+    assert_eq!(finished.outcome, Outcome::Exited { code: 0 });
+    assert_eq!((out.as_str(), err.as_str()), ("out\n", "err\n"));
+}

@@ -436,6 +436,21 @@ mod tests {
     }
 
     #[test]
+    fn unescape_decodes_only_a_backslash_and_three_octal_digits() {
+        for (field, path) in [
+            ("/a\\134b\\011c", "/a\\b\tc"),
+            ("/a\\0400", "/a 0"),
+            ("/a040b", "/a040b"),
+            ("/a\\04", "/a\\04"),
+            ("/a\\", "/a\\"),
+            ("/a\\089", "/a\\089"),
+            ("\\x040", "\\x040"),
+        ] {
+            assert_eq!(unescape(field), PathBuf::from(path), "{field:?}");
+        }
+    }
+
+    #[test]
     fn no_v2_mount_is_none() {
         assert_eq!(
             find_v2_mount("32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"),
