@@ -5,8 +5,7 @@
 //! from `/proc/PID/stat`), never by pid alone, so that a recycled pid is
 //! never mistaken for a process a test started. Signals are only ever sent
 //! through a pidfd after re-checking that identity ([`send_signal`],
-//! [`kill_leftovers`]); tests must never signal anything by name (no
-//! `pkill`/`killall`).
+//! [`kill_leftovers`]); tests must never signal anything by name.
 //!
 //! Zombies are not survivors: [`is_running`] is false for them. Note that
 //! orphans are re-parented to pid 1 (or to the nearest subreaper), and pid 1
