@@ -436,6 +436,62 @@ mod tests {
     }
 
     #[test]
+    fn create_unique_skips_a_taken_name_and_stops_at_a_refusal() {
+        let parent = std::env::temp_dir().join(format!("corral-unique-{}", std::process::id()));
+        fs::create_dir_all(&parent).expect("a parent");
+        let mut tried: Vec<PathBuf> = Vec::new();
+        let made = create_unique(&parent, "corral", &mut |path| {
+            if tried.is_empty() {
+                // A leftover with the name about to be tried.
+                fs::create_dir(path).expect("a stale leaf");
+            }
+            tried.push(path.to_owned());
+        });
+        let mut calls = 0;
+        let refused = create_unique(&parent.join("missing"), "corral", &mut |_| calls += 1);
+        let _ = fs::remove_dir_all(&parent);
+        let made = made.expect("the next name");
+        assert_eq!(tried.len(), 2, "{tried:?}");
+        assert_eq!(made, tried[1]);
+        assert_eq!(
+            refused.map_err(|e| e.kind()).err(),
+            Some(io::ErrorKind::NotFound)
+        );
+        assert_eq!(calls, 1, "a refusal is not retried");
+    }
+
+    /// `holds` is the check made after a member's pidfd was opened: a process
+    /// outside the leaf (a recycled pid) is not a member. Needs a usable
+    /// cgroup v2 hierarchy (root or a delegated subtree).
+    #[test]
+    fn holds_only_processes_inside_the_leaf() {
+        let Ok(leaf) = Leaf::create(&mut |_| {}) else {
+            println!("SKIPPED: no cgroup leaf can be created here");
+            return;
+        };
+        let tree = CgroupTree {
+            path: leaf.path().to_owned(),
+            watch: None,
+            removed: false,
+        };
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id() as i32;
+        let outside = tree.holds(pid);
+        let moved = fs::write(tree.path.join("cgroup.procs"), pid.to_string());
+        let inside = tree.holds(pid);
+        let _ = child.kill();
+        let _ = child.wait();
+        drop(tree);
+        drop(leaf);
+        moved.expect("moved into the leaf");
+        assert!(!outside, "a process outside the leaf counted as a member");
+        assert!(inside, "a process inside the leaf not counted as a member");
+    }
+
+    #[test]
     fn unescape_decodes_only_a_backslash_and_three_octal_digits() {
         for (field, path) in [
             ("/a\\134b\\011c", "/a\\b\tc"),
