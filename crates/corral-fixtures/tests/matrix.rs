@@ -605,6 +605,7 @@ fn runtime_shutdown(backend: Backend) {
         Err(Error::BackendUnavailable { reason, .. }) => return skip(backend, &reason),
         Err(error) => panic!("spawn failed: {error}"),
     };
+    let leaf = child.cgroup().map(PathBuf::from);
     let mut tap = child.stdout_tap().expect("stdout is captured");
     let ready = runtime
         .block_on(async {
@@ -635,6 +636,9 @@ fn runtime_shutdown(backend: Backend) {
         "the leader {:?} was left unreaped",
         procs[0]
     );
+    if let Some(leaf) = leaf {
+        assert!(!leaf.exists(), "cgroup {} left behind", leaf.display());
+    }
     drop(child);
 }
 
@@ -847,4 +851,36 @@ async fn ledger_record_lives_as_long_as_the_tree() {
         after.is_empty(),
         "records left after a clean end: {after:?}"
     );
+}
+
+/// The subreaper backend reaps the orphans it adopted: once the call has
+/// returned, none of the tree is left as a zombie child of this process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subreaper_reaps_the_orphans_it_adopted() {
+    let result = Command::new(fixture_path())
+        .args(["daemon"])
+        .backend(BackendChoice::Only(Backend::Subreaper))
+        .grace(GRACE)
+        .final_bound(FINAL)
+        .timeout(Duration::from_millis(300))
+        .run()
+        .await;
+    let finished = match result {
+        Ok(finished) => finished,
+        Err(Error::BackendUnavailable { reason, .. }) => return skip(Backend::Subreaper, &reason),
+        Err(error) => panic!("{error}"),
+    };
+    let procs = parse_ready(finished.stdout.text().lines().next().unwrap_or_default());
+    let _cleanup = Leftovers(procs.clone());
+    assert!(procs.len() >= 2, "leader and daemon: {procs:?}");
+    assert!(finished.report.survivors.is_empty());
+    let me = std::process::id() as i32;
+    let zombies: Vec<&Proc> = procs
+        .iter()
+        .filter(|p| {
+            common::stat(p.pid)
+                .is_some_and(|s| s.start_time == p.start_time && s.ppid == me && s.state == 'Z')
+        })
+        .collect();
+    assert!(zombies.is_empty(), "left unreaped: {zombies:?}");
 }

@@ -491,11 +491,54 @@ mod tests {
         assert!(inside, "a process inside the leaf not counted as a member");
     }
 
+    /// `close` removes the leaf once it is empty, says so when members keep
+    /// it busy, and counts a leaf someone else removed as removed.
+    #[test]
+    fn close_removes_an_empty_leaf_and_reports_a_busy_one() {
+        let Ok(leaf) = Leaf::create(&mut |_| {}) else {
+            println!("SKIPPED: no cgroup leaf can be created here");
+            return;
+        };
+        let path = leaf.path().to_owned();
+        let mut tree = CgroupTree {
+            path: path.clone(),
+            watch: None,
+            removed: false,
+        };
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let moved = fs::write(path.join("cgroup.procs"), child.id().to_string());
+        let busy = tree.close();
+        let _ = child.kill();
+        let _ = child.wait();
+        let until = std::time::Instant::now() + Duration::from_secs(2);
+        let mut closed = tree.close();
+        while !closed && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+            closed = tree.close();
+        }
+        let mut again = CgroupTree {
+            path: path.clone(),
+            watch: None,
+            removed: false,
+        };
+        let gone = again.close();
+        drop((again, tree, leaf));
+        moved.expect("moved into the leaf");
+        assert!(!busy, "a leaf with a member reported as removed");
+        assert!(closed, "an empty leaf not removed");
+        assert!(!path.exists());
+        assert!(gone, "a leaf removed by someone else is removed");
+    }
+
     #[test]
     fn unescape_decodes_only_a_backslash_and_three_octal_digits() {
         for (field, path) in [
             ("/a\\134b\\011c", "/a\\b\tc"),
             ("/a\\0400", "/a 0"),
+            ("\\040a", " a"),
             ("/a040b", "/a040b"),
             ("/a\\04", "/a\\04"),
             ("/a\\", "/a\\"),
