@@ -697,10 +697,17 @@ const HOP_SECS: &str = "3";
 /// A hopping process must not outlive the call, whether it is the leader (the
 /// leader "exits" at once and leaves the hopper behind: `leader_hops`) or runs
 /// in the background of a leader that times out. The cgroup backend holds it
-/// either way; the group backend's `killpg` holds it while the leader lives.
-/// The scanned backends otherwise walk `/proc`, and a process that hops
-/// faster than a walk is never seen: the call returns at once reporting
-/// `survivors: []` while the hopper runs on (found by mutation testing, see
+/// by membership; the group backend by `killpg` (atomic with `fork`), also
+/// once the leader has exited: its unreaped zombie keeps the group id ours,
+/// and the cleanup ends with a group-wide `SIGKILL`.
+///
+/// The subreaper backend can only walk `/proc`, and a process that hops is
+/// gone before a walk ends. Two mechanisms narrow it: each hop leaves a
+/// zombie that re-parents to the subreaper (so the tree is not judged empty
+/// while they keep coming), and adopted orphans are signalled the moment the
+/// walk reads them. Catching a hop is still a race, so for that backend the
+/// guarantee tested is the honest report: if the hopper survived, the report
+/// says the cleanup did not end clean (found by mutation testing, see
 /// docs/guarantees.md).
 async fn hopper(backend: Backend, leader_hops: bool) {
     let out = std::env::temp_dir().join(format!(
@@ -739,11 +746,21 @@ async fn hopper(backend: Backend, leader_hops: bool) {
     tokio::time::sleep(Duration::from_millis(3500)).await;
     let survived = out.exists();
     let _ = std::fs::remove_file(&out);
-    assert!(
-        !survived,
-        "a hopper outlived the call; report: {:?}",
-        finished.report
-    );
+    if backend == Backend::Subreaper {
+        let report = &finished.report;
+        let admitted =
+            !report.survivors.is_empty() || report.notes.iter().any(|n| n.contains("kept forking"));
+        assert!(
+            !survived || admitted,
+            "a hopper outlived the call and the report claims a clean end: {report:?}"
+        );
+    } else {
+        assert!(
+            !survived,
+            "a hopper outlived the call; report: {:?}",
+            finished.report
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -762,20 +779,17 @@ async fn hopping_background_process_is_contained_group() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known bug: a process that hops faster than a /proc walk escapes the group backend once the leader has exited"]
 async fn hopping_leader_is_contained_group() {
     hopper(Backend::Group, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known bug: a process that hops faster than a /proc walk escapes the subreaper backend"]
-async fn hopping_leader_is_contained_subreaper() {
+async fn hopping_leader_is_contained_or_reported_subreaper() {
     hopper(Backend::Subreaper, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known bug: a process that hops faster than a /proc walk escapes the subreaper backend"]
-async fn hopping_background_process_is_contained_subreaper() {
+async fn hopping_background_process_is_contained_or_reported_subreaper() {
     hopper(Backend::Subreaper, false).await;
 }
 

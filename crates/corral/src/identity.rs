@@ -91,6 +91,12 @@ pub fn read_stat(pid: i32) -> io::Result<Stat> {
 /// Every process currently listed in `/proc`. Entries that vanish or cannot be
 /// parsed mid-walk are skipped.
 pub fn all_processes() -> io::Result<Vec<Stat>> {
+    walk_processes(|_| {})
+}
+
+/// [`all_processes`], calling `visit` on each entry the moment it is read,
+/// before the walk goes on (see `ScannedTree::signal`).
+pub(crate) fn walk_processes(mut visit: impl FnMut(&Stat)) -> io::Result<Vec<Stat>> {
     let mut found = Vec::new();
     for entry in fs::read_dir("/proc")? {
         let Ok(entry) = entry else { continue };
@@ -102,6 +108,7 @@ pub fn all_processes() -> io::Result<Vec<Stat>> {
             continue;
         };
         if let Ok(stat) = read_stat(pid) {
+            visit(&stat);
             found.push(stat);
         }
     }

@@ -320,6 +320,7 @@ impl Supervision {
             report.cgroup_left = !self.tree.release();
         } else {
             self.terminate(&mut report).await;
+            self.tree.kill_unseen();
             report.cgroup_left = !self.tree.close();
         }
         report.cleanup_time = triggered.elapsed();
@@ -421,6 +422,14 @@ impl Supervision {
                 Step::Done => break,
                 Step::GiveUp => {
                     report.survivors = self.tree.members();
+                    if report.survivors.is_empty() && self.tree.members_exiting() {
+                        report.notes.push(
+                            "members kept forking and exiting until the final bound, too fast \
+                             for a /proc walk to name them: one may have escaped \
+                             (the cgroup backend holds such processes)"
+                                .to_owned(),
+                        );
+                    }
                     tracing::warn!(
                         survivors = report.survivors.len(),
                         "final bound passed with survivors"

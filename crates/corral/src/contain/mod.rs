@@ -348,6 +348,25 @@ impl Tree {
         }
     }
 
+    /// At the end of a termination, `SIGKILL` to what the kernel reaches
+    /// without naming it: a process group may hold a process that forked and
+    /// exited faster than any scan could see it. Only while the leader is
+    /// unreaped (its pid is the group's id). A cgroup was killed whole.
+    pub(crate) fn kill_unseen(&mut self) {
+        if let Tree::Scanned(tree) = self {
+            tree.kill_unseen();
+        }
+    }
+
+    /// Whether members were seen exiting that no scan could name (only a
+    /// scanned tree can tell; see `ScannedTree::is_empty`).
+    pub(crate) fn members_exiting(&self) -> bool {
+        match self {
+            Tree::Cgroup(_) => false,
+            Tree::Scanned(tree) => tree.members_exiting(),
+        }
+    }
+
     /// Lets the members go on running outside corral's ownership
     /// ([`Leftovers::Release`](crate::Leftovers::Release)): a cgroup's members
     /// move to its parent and the leaf is removed. Returns false if the leaf

@@ -19,6 +19,9 @@ use crate::{
 const POLL_MIN: Duration = Duration::from_millis(1);
 const POLL_MAX: Duration = Duration::from_millis(20);
 
+/// Processes by identity: (pid, start time).
+type Identities = HashSet<(i32, u64)>;
+
 /// Which processes belong to the tree.
 #[derive(Debug)]
 pub(crate) enum Rule {
@@ -43,10 +46,23 @@ impl Rule {
         }
     }
 
-    /// Housekeeping between scans (a subreaper reaps adopted zombies).
-    fn tidy(&self, table: &[Stat]) {
-        if let Rule::Subreaper(rule) = self {
-            rule.reap_adopted(table);
+    /// Whether one `/proc` entry is a member without looking at the rest of
+    /// the table: a subreaper's adopted orphans. Such a member is signalled
+    /// the moment the walk reads it.
+    fn member_at_sight(&self, stat: &Stat) -> bool {
+        match self {
+            Rule::Subreaper(rule) => rule.is_adopted(stat) && stat.is_running(),
+            Rule::Group(_) => false,
+        }
+    }
+
+    /// Housekeeping between scans (a subreaper reaps adopted zombies);
+    /// returns how many members were found to have exited since the last
+    /// scan.
+    fn tidy(&self, table: &[Stat]) -> usize {
+        match self {
+            Rule::Subreaper(rule) => rule.reap_adopted(table),
+            Rule::Group(_) => 0,
         }
     }
 
@@ -64,7 +80,12 @@ pub(crate) struct ScannedTree {
     /// Every process once judged a member, by identity. It stays a member
     /// (with its descendants) after its parent exits and the rule alone would
     /// lose it, e.g. a `setsid` child once the group leader has died.
-    known: HashSet<(i32, u64)>,
+    known: Identities,
+    /// Members the last scan found exited (adopted zombies). A process that
+    /// forks and exits over and over ("hops") can be missed by every walk,
+    /// but each hop leaves such a zombie: while they keep coming, the tree is
+    /// not empty.
+    exited: usize,
 }
 
 impl ScannedTree {
@@ -72,12 +93,32 @@ impl ScannedTree {
         Self {
             rule,
             known: HashSet::new(),
+            exited: 0,
         }
     }
 
     fn scan(&mut self) -> io::Result<Vec<Stat>> {
-        let table = identity::all_processes()?;
-        self.rule.tidy(&table);
+        self.scan_signalling(None).map(|(members, _)| members)
+    }
+
+    /// Scans; with a signal, sends it to each member judged one at sight
+    /// while the walk goes on, and returns the identities it reached. A
+    /// process that forks and exits over and over ("hops") is gone by the end
+    /// of a walk, but each of its steps re-parents to the subreaper and is
+    /// caught this way.
+    fn scan_signalling(&mut self, signal: Option<Signal>) -> io::Result<(Vec<Stat>, Identities)> {
+        let mut reached = HashSet::new();
+        let rule = &self.rule;
+        let table = identity::walk_processes(|stat| {
+            let Some(signal) = signal else { return };
+            if rule.member_at_sight(stat)
+                && let Ok(Delivery::Sent) =
+                    identity::signal_verified(stat.pid, stat.start_time, signal)
+            {
+                reached.insert((stat.pid, stat.start_time));
+            }
+        })?;
+        self.exited = self.rule.tidy(&table);
         let mut members = self.rule.members(&table);
         let still_known: Vec<i32> = table
             .iter()
@@ -92,7 +133,7 @@ impl ScannedTree {
         members.retain(Stat::is_running);
         self.known
             .extend(members.iter().map(|m| (m.pid, m.start_time)));
-        Ok(members)
+        Ok((members, reached))
     }
 
     /// Scans; returns every member known so far if that set grew.
@@ -114,10 +155,13 @@ impl ScannedTree {
     /// then the group-wide signal where there is one, then each member by
     /// identity. A member that cannot be signalled does not stop the others.
     pub(crate) fn signal(&mut self, signal: Signal) -> io::Result<usize> {
-        let members = self.scan()?;
+        let (members, reached) = self.scan_signalling(Some(signal))?;
         self.rule.signal_wholesale(signal)?;
-        let mut delivered = 0;
+        let mut delivered = reached.len();
         for member in members {
+            if reached.contains(&(member.pid, member.start_time)) {
+                continue;
+            }
             match identity::signal_verified(member.pid, member.start_time, signal) {
                 Ok(Delivery::Sent) => delivered += 1,
                 Ok(Delivery::Gone) => {}
@@ -127,8 +171,10 @@ impl ScannedTree {
         Ok(delivered)
     }
 
+    /// Whether the walk found no member, and no member exited since the
+    /// previous walk (the trail a hopping process leaves).
     pub(crate) fn is_empty(&mut self) -> io::Result<bool> {
-        Ok(self.scan()?.is_empty())
+        Ok(self.scan()?.is_empty() && self.exited == 0)
     }
 
     pub(crate) async fn wait_empty(
@@ -151,8 +197,19 @@ impl ScannedTree {
                 return self.is_empty();
             }
             tokio::time::sleep_until(deadline.min(now + pause)).await;
-            pause = (pause * 2).min(POLL_MAX);
+            // While members keep exiting (a hopping process), look again soon.
+            pause = if self.exited > 0 {
+                POLL_MIN
+            } else {
+                (pause * 2).min(POLL_MAX)
+            };
         }
+    }
+
+    /// Whether the last scan found members exiting: the sign of a process
+    /// that forks and exits faster than a walk can name it.
+    pub(crate) fn members_exiting(&self) -> bool {
+        self.exited > 0
     }
 
     pub(crate) fn members(&mut self) -> Vec<ProcessInfo> {
@@ -169,11 +226,19 @@ impl ScannedTree {
         }
     }
 
+    /// `SIGKILL` to what the kernel reaches without naming it (the process
+    /// group), for the end of a cleanup.
+    pub(crate) fn kill_unseen(&mut self) {
+        if let Err(error) = self.rule.signal_wholesale(Signal::KILL) {
+            tracing::warn!(%error, "final group kill failed");
+        }
+    }
+
     pub(crate) fn close(&mut self) {
         if matches!(self.rule, Rule::Subreaper(_))
             && let Ok(table) = identity::all_processes()
         {
-            self.rule.tidy(&table);
+            let _ = self.rule.tidy(&table);
         }
         self.rule.close();
     }

@@ -102,13 +102,17 @@ impl Rule {
     }
 
     fn adopted<'t>(&self, table: &'t [Stat]) -> impl Iterator<Item = &'t Stat> {
-        table.iter().filter(move |s| {
-            s.ppid == self.me
-                && s.pid != self.leader
-                && s.start_time >= self.leader_start
-                && !self.preexisting.contains(&(s.pid, s.start_time))
-                && !crate::watchdog::is_helper(s.pid, s.start_time)
-        })
+        table.iter().filter(move |s| self.is_adopted(s))
+    }
+
+    /// Whether this process is an orphan of the tree that re-parented to us.
+    /// Decided from its own entry alone, so a walk can act on it at sight.
+    pub(crate) fn is_adopted(&self, s: &Stat) -> bool {
+        s.ppid == self.me
+            && s.pid != self.leader
+            && s.start_time >= self.leader_start
+            && !self.preexisting.contains(&(s.pid, s.start_time))
+            && !crate::watchdog::is_helper(s.pid, s.start_time)
     }
 
     pub(crate) fn members(&self, table: &[Stat]) -> Vec<Stat> {
@@ -118,13 +122,19 @@ impl Rule {
     }
 
     /// Reaps adopted members that have exited (the leader is reaped by the
-    /// supervisor, which wants its status).
-    pub(crate) fn reap_adopted(&self, table: &[Stat]) {
+    /// supervisor, which wants its status); returns how many.
+    pub(crate) fn reap_adopted(&self, table: &[Stat]) -> usize {
+        let mut reaped = 0;
         for zombie in self.adopted(table).filter(|s| !s.is_running()) {
-            if let Err(error) = sys::reap(zombie.pid) {
-                tracing::debug!(pid = zombie.pid, %error, "reaping an adopted zombie failed");
+            match sys::reap(zombie.pid) {
+                Ok(true) => reaped += 1,
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::debug!(pid = zombie.pid, %error, "reaping an adopted zombie failed");
+                }
             }
         }
+        reaped
     }
 
     pub(crate) fn release(&mut self) {
