@@ -138,6 +138,7 @@ fn bad_arguments_exit_2_with_one_line() {
         &["sleep", "-1"],
         &["kill-self", "0"],
         &["slow-die"],
+        &["hop", "1"],
     ] {
         let out = run(args, b"");
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -174,6 +175,34 @@ async fn sleep_exits_0_after_the_delay() {
     let status = f.wait_exit(Duration::from_secs(5)).await;
     assert!(status.success(), "{status}");
     assert!(start.elapsed() >= Duration::from_millis(200));
+}
+
+/// `hop`: the leader exits at once (its first fork), and a process many
+/// forks later writes OUT when the time is up. Run without a subreaper, so
+/// the hops' zombies go to init; `output` returns once the last hop, which
+/// holds stdout, has exited.
+#[test]
+fn hop_hops_then_the_last_one_writes_out() {
+    let out = std::env::temp_dir().join(format!("corral-selftest-hop-{}", std::process::id()));
+    let _ = std::fs::remove_file(&out);
+    let started = Instant::now();
+    let result = Command::new(fixture_path())
+        .args(["hop", "0.3"])
+        .arg(&out)
+        .output()
+        .expect("running the fixture");
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    let _ = std::fs::remove_file(&out);
+    assert!(result.status.success(), "{}", result.status);
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    let ready = parse_ready(
+        String::from_utf8_lossy(&result.stdout)
+            .lines()
+            .next()
+            .unwrap_or_default(),
+    );
+    assert_eq!(ready.len(), 1, "ready with its own pid: {ready:?}");
+    assert_eq!(text, "survived", "the last hop writes OUT");
 }
 
 #[tokio::test]

@@ -681,17 +681,7 @@ async fn subreaper_reports_how_many_members_each_signal_reached() {
     assert_eq!((first.signal, first.delivered), (Signal::TERM, Some(4)));
 }
 
-/// A process that hops: forks, and the parent exits at once, over and over,
-/// for `SECS`; the last one alive then writes the file `OUT`.
-const HOPPER: &str = "import os, sys, time
-end = time.monotonic() + float(sys.argv[1])
-while time.monotonic() < end:
-    if os.fork():
-        os._exit(0)
-open(sys.argv[2], 'w').write('survived')
-";
-
-/// How long a hopper hops before it gives up by itself.
+/// How long a hopper (`fixture hop`) hops before it gives up by itself.
 const HOP_SECS: &str = "3";
 
 /// A hopping process must not outlive the call, whether it is the leader (the
@@ -716,18 +706,15 @@ async fn hopper(backend: Backend, leader_hops: bool) {
     ));
     let _ = std::fs::remove_file(&out);
     let command = if leader_hops {
-        Command::new("python3")
-            .args(["-c", HOPPER, HOP_SECS])
+        Command::new(fixture_path())
+            .args(["hop", HOP_SECS])
             .arg(&out)
             .timeout(Duration::from_secs(60))
     } else {
         Command::new("sh")
-            .args([
-                "-c",
-                "python3 -c \"$0\" \"$1\" \"$2\" & exec sleep 60",
-                HOPPER,
-                HOP_SECS,
-            ])
+            .args(["-c", "\"$0\" hop \"$1\" \"$2\" & exec sleep 60"])
+            .arg(fixture_path())
+            .arg(HOP_SECS)
             .arg(&out)
             .timeout(Duration::from_millis(500))
     };

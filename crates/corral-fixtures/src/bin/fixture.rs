@@ -25,6 +25,7 @@
 //! | `flood`                  | ready; writes `0123456789abcdef` repeated, 64 KiB per write, forever (SIGALRM after 600 s); EPIPE ends it quietly |
 //! | `fork-storm [N]`         | N (default 200) children that ignore SIGTERM, forked as fast as possible; ready with all; sleeps forever |
 //! | `tree-ignore N`          | ignores SIGTERM; N children that ignore it too, every third (i % 3 == 2) calls setsid(); ready with all; sleeps forever |
+//! | `hop SECS OUT`           | ready; then "hops" for SECS: forks, and the parent exits at once, over and over; the last one alive writes `survived` to the file OUT and exits 0 |
 //!
 //! Bad arguments print a one-line usage error on stderr and exit with 2.
 
@@ -42,7 +43,7 @@ use sys::{Fork, ReportPipe};
 /// The one-line usage text for an unknown mode.
 const MODES: &str = "MODE [ARGS...] with MODE one of: exit, kill-self, sleep, echo-stdin, \
                      ignore-term, fork, setsid, daemon, leave-children, hold-stdout, slow-die, \
-                     flood, fork-storm, tree-ignore";
+                     flood, fork-storm, tree-ignore, hop";
 
 /// A usage error: the expected command line for the mode.
 type Usage = &'static str;
@@ -81,6 +82,7 @@ fn run(args: &[OsString]) -> Result<(), Usage> {
         "flood" => flood(args("flood")),
         "fork-storm" => fork_storm(args("fork-storm [N]")),
         "tree-ignore" => tree_ignore(args("tree-ignore N")),
+        "hop" => hop(args("hop SECS OUT")),
         _ => Err(MODES),
     }
 }
@@ -299,6 +301,24 @@ fn fork_storm(mut args: Args) -> Result<(), Usage> {
     let pids = sys::spawn_sleepers(n, |_| sys::ignore_signal(libc::SIGTERM));
     sys::print_ready(&pids);
     sys::sleep_forever()
+}
+
+fn hop(mut args: Args) -> Result<(), Usage> {
+    let secs: f64 = args.num()?;
+    let usage = args.usage;
+    let out = args.raw().ok_or(usage)?.to_owned();
+    args.end()?;
+    let end = Instant::now() + Duration::try_from_secs_f64(secs).map_err(|_| usage)?;
+    sys::print_ready(&[]);
+    while Instant::now() < end {
+        if let Fork::Parent(_) = sys::fork() {
+            sys::exit_now(0);
+        }
+    }
+    if let Err(err) = std::fs::write(&out, b"survived") {
+        sys::die("writing OUT", err);
+    }
+    Ok(())
 }
 
 fn tree_ignore(mut args: Args) -> Result<(), Usage> {
