@@ -30,7 +30,7 @@ use corral::{
     ledger::{self, Identity, SweepAction},
 };
 use support::{
-    MARK, Run, cgroup_status, in_child, is_root, leaves, limit_processes, marked,
+    MARK, Run, cgroup_status, in_child, in_child_with, is_root, leaves, limit_processes, marked,
     reachable_by_nobody, reap_orphans, running_children, runtime, tasks_of,
 };
 
@@ -257,6 +257,77 @@ fn cgroup_refused_auto_falls_back_and_says_why() {
         "{status:?}"
     );
     falls_back("cannot create a cgroup under");
+}
+
+/// cgroup creation refused by a limit (the parent's `cgroup.max.descendants`
+/// is reached): a clear error that names the parent and the limit, with
+/// `Auto` too (a limit is not a missing capability, so corral does not
+/// quietly run with weaker containment), and nothing is left. Root only: the
+/// test makes a cgroup whose limit is 0 and its child moves itself in.
+#[test]
+fn cgroup_limit_reached_is_a_clear_error() {
+    const NAME: &str = "cgroup_limit_reached_is_a_clear_error";
+    const DIR: &str = "CORRAL_TEST_LIMITED_CGROUP";
+    if let Some(dir) = std::env::var_os(DIR) {
+        let Run::Body = in_child(NAME, "", false) else {
+            return;
+        };
+        limited_cgroup_body(&std::path::PathBuf::from(dir));
+        return;
+    }
+    let parent = corral::capabilities().cgroup_parent;
+    let Some(dir) = parent
+        .filter(|_| is_root())
+        .map(|parent| parent.join(format!("corral-faults-limit-{}", std::process::id())))
+    else {
+        println!("SKIPPED: needs root and the cgroup backend to make a limited cgroup");
+        return;
+    };
+    std::fs::create_dir(&dir).expect("create the limited cgroup");
+    let limit = std::fs::write(dir.join("cgroup.max.descendants"), "0");
+    let limited = limit.is_ok();
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if limited {
+            let _ = in_child_with(NAME, "", false, &[(DIR, dir.as_os_str())]);
+        }
+    }));
+    // The child has exited; its watchdog may take a moment to follow.
+    let until = Instant::now() + Duration::from_secs(5);
+    while std::fs::remove_dir(&dir).is_err() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    limit.expect("set cgroup.max.descendants");
+    assert!(!dir.exists(), "{} left behind", dir.display());
+    if let Err(panic) = run {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// In the child: moves into the limited cgroup before corral first reads its
+/// own cgroup (once per process), then spawns.
+fn limited_cgroup_body(dir: &std::path::Path) {
+    std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string())
+        .expect("move into the limited cgroup");
+    runtime().block_on(async {
+        for choice in [BackendChoice::Only(Backend::Cgroup), BackendChoice::Auto] {
+            let result = Command::new(fixture_path())
+                .args(["sleep", "600"])
+                .backend(choice)
+                .spawn()
+                .await;
+            match result {
+                Err(error @ Error::Cgroup { .. }) => {
+                    println!("{choice:?}: {error}");
+                    let text = error.to_string();
+                    assert!(text.contains(&dir.display().to_string()), "{text}");
+                    assert!(text.contains("cgroup.max.descendants"), "{text}");
+                }
+                Err(other) => panic!("{choice:?}: unexpected error {other}"),
+                Ok(child) => panic!("{choice:?}: spawned {} past the limit", child.id()),
+            }
+            assert!(running_children().is_empty(), "{choice:?} left a process");
+        }
+    });
 }
 
 /// With the cgroup backend unavailable for `why`: `Auto` runs on another

@@ -34,6 +34,16 @@ pub(crate) enum Run {
 /// with `unprivileged`, as an ordinary user. Fails if the child fails; passes
 /// its output on.
 pub(crate) fn in_child(name: &str, faults: &str, unprivileged: bool) -> Run {
+    in_child_with(name, faults, unprivileged, &[])
+}
+
+/// [`in_child`], with more environment for the child.
+pub(crate) fn in_child_with(
+    name: &str,
+    faults: &str,
+    unprivileged: bool,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Run {
     if std::env::var(CHILD).as_deref() == Ok(name) {
         return Run::Body;
     }
@@ -70,6 +80,7 @@ pub(crate) fn in_child(name: &str, faults: &str, unprivileged: bool) -> Run {
         .env("CORRAL_FAULTS", faults)
         .env("CORRAL_LEDGER_DIR", &ledger)
         .env("CORRAL_NO_STARTUP_SWEEP", "1")
+        .envs(env.iter().copied())
         .env_remove("XDG_RUNTIME_DIR")
         .stdin(Stdio::null());
     let output = command.output().expect("starting the test's child");

@@ -84,6 +84,21 @@ fn parent_dir() -> Result<PathBuf, String> {
         .clone()
 }
 
+/// Adds the likely cause to a refused `mkdir` of a leaf where the kernel's
+/// words do not name it: in cgroupfs, `EAGAIN` means a limit of an ancestor.
+fn explain_mkdir_error(error: io::Error) -> io::Error {
+    if error.kind() != io::ErrorKind::WouldBlock {
+        return error;
+    }
+    io::Error::new(
+        error.kind(),
+        format!(
+            "cannot create a leaf cgroup ({error}): an ancestor's cgroup.max.descendants \
+             or cgroup.max.depth is reached; raise it, or choose another backend"
+        ),
+    )
+}
+
 /// Creates a new, empty directory `PREFIX-PID-N` under `parent`. The pid alone
 /// is not unique (other PID namespaces share the hierarchy; a stale leaf may
 /// carry a recycled pid), so a taken name moves on to the next N.
@@ -168,8 +183,8 @@ impl Leaf {
             }
             Err(source) => {
                 return Err(LeafError::Failed(Error::Cgroup {
+                    source: explain_mkdir_error(source),
                     path: parent,
-                    source,
                 }));
             }
         };
@@ -531,6 +546,48 @@ mod tests {
         assert!(closed, "an empty leaf not removed");
         assert!(!path.exists());
         assert!(gone, "a leaf removed by someone else is removed");
+    }
+
+    /// A tree dropped without `close` (its supervisor was dropped mid-way)
+    /// kills its members, waits for the kernel to empty the leaf, and
+    /// removes it.
+    #[test]
+    fn dropping_an_open_tree_kills_the_members_and_removes_the_leaf() {
+        use std::os::unix::process::ExitStatusExt;
+        let Ok(leaf) = Leaf::create(&mut |_| {}) else {
+            println!("SKIPPED: no cgroup leaf can be created here");
+            return;
+        };
+        let path = leaf.path().to_owned();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let moved = fs::write(path.join("cgroup.procs"), child.id().to_string());
+        drop(CgroupTree {
+            path: path.clone(),
+            watch: None,
+            removed: false,
+        });
+        let removed = !path.exists();
+        let until = std::time::Instant::now() + Duration::from_secs(2);
+        let mut status = child.try_wait().expect("try_wait");
+        while status.is_none() && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+            status = child.try_wait().expect("try_wait");
+        }
+        if status.is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        drop(leaf);
+        moved.expect("moved into the leaf");
+        assert_eq!(
+            status.and_then(|s| s.signal()),
+            Some(libc::SIGKILL),
+            "the member was not killed"
+        );
+        assert!(removed, "the leaf {} was left behind", path.display());
     }
 
     #[test]
