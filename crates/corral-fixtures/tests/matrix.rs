@@ -780,6 +780,52 @@ async fn hopping_background_process_is_contained_or_reported_subreaper() {
     hopper(Backend::Subreaper, false).await;
 }
 
+/// Waiting for the tree to empty is driven by the kernel's notification
+/// (cgroup: `cgroup.events`) or a backed-off poll (scanned backends), so a
+/// one-second grace costs the supervisor little CPU. A wait that returned at
+/// once would have the termination loop spin for the whole grace.
+async fn waits_without_spinning(backend: Backend) {
+    let grace = Duration::from_secs(1);
+    let before = common::cpu_time();
+    let result = Command::new(fixture_path())
+        .args(["ignore-term"])
+        .backend(BackendChoice::Only(backend))
+        .grace(grace)
+        .final_bound(FINAL)
+        .timeout(Duration::from_millis(100))
+        .run()
+        .await;
+    let spent = common::cpu_time() - before;
+    println!("{backend}: {spent:?} of CPU over the run");
+    let finished = match result {
+        Ok(finished) => finished,
+        Err(Error::BackendUnavailable { reason, .. }) => return skip(backend, &reason),
+        Err(error) => panic!("{error}"),
+    };
+    let procs = parse_ready(finished.stdout.text().lines().next().unwrap_or_default());
+    let _cleanup = Leftovers(procs);
+    assert!(finished.report.escalated, "SIGTERM is ignored: escalated");
+    assert!(
+        spent < grace / 2,
+        "the supervisor used {spent:?} of CPU during a {grace:?} grace"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_without_spinning_cgroup() {
+    waits_without_spinning(Backend::Cgroup).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_without_spinning_subreaper() {
+    waits_without_spinning(Backend::Subreaper).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_without_spinning_group() {
+    waits_without_spinning(Backend::Group).await;
+}
+
 /// Once `SIGKILL` has emptied the tree the call returns: it does not sit out
 /// the final bound, which is only for processes that do not die.
 async fn returns_once_killed(backend: Backend) {

@@ -93,6 +93,19 @@ pub fn stat(pid: i32) -> Option<Stat> {
     })
 }
 
+/// The CPU time (user and system) this process has used so far.
+#[allow(dead_code)]
+pub fn cpu_time() -> Duration {
+    let text = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    let (_, rest) = text.rsplit_once(')').expect("a stat line");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .map(|&i| fields[i].parse::<u64>().expect("utime and stime"))
+        .sum();
+    Duration::from_secs_f64(ticks as f64 / rustix::param::clock_ticks_per_second() as f64)
+}
+
 /// The identity of `pid` right now, if it exists (zombies included).
 pub fn proc_identity(pid: i32) -> Option<Proc> {
     stat(pid).map(|s| Proc {
