@@ -624,9 +624,9 @@ fn without_pidfds_the_watchdog_leaves_no_zombies() {
 }
 
 /// A process that is a child subreaper of its own accord (an init, a
-/// supervisor, the soak) stays one after corral ran a subreaper-backed tree:
-/// today the library clears the flag when the tree closes, and orphans go to
-/// init from then on.
+/// supervisor, the soak) stays one after corral ran a subreaper-backed tree.
+/// The library once cleared the flag when the tree closed, and orphans went
+/// to init from then on (found by the soak).
 #[test]
 fn a_subreaper_tree_leaves_the_callers_own_subreaper_flag_alone() {
     common::become_subreaper();
