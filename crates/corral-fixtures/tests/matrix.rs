@@ -543,6 +543,51 @@ backend!(cgroup, Backend::Cgroup);
 backend!(subreaper, Backend::Subreaper);
 backend!(group, Backend::Group);
 
+/// Released leftovers get the drain to finish writing: what they write
+/// during it is kept, and the reader detaches when it ends.
+async fn release_keeps_output_written_during_the_drain(backend: Backend) {
+    let result = Command::new("sh")
+        .args(["-c", "(sleep 0.2; echo late; exec sleep 600) & echo early"])
+        .backend(BackendChoice::Only(backend))
+        .leftovers(corral::Leftovers::Release {
+            drain: Duration::from_secs(2),
+        })
+        .run()
+        .await;
+    let finished = match result {
+        Ok(finished) => finished,
+        Err(Error::BackendUnavailable { reason, .. }) => return skip(backend, &reason),
+        Err(error) => panic!("{error}"),
+    };
+    let released: Vec<Proc> = finished
+        .report
+        .released
+        .iter()
+        .map(|p| Proc {
+            pid: p.pid,
+            start_time: p.start_time,
+        })
+        .collect();
+    let _cleanup = Leftovers(released.clone());
+    assert!(!released.is_empty(), "the background job was released");
+    let stdout = finished.stdout.text();
+    assert!(
+        stdout.contains("early") && stdout.contains("late"),
+        "output written during the drain lost: {stdout:?}"
+    );
+    assert!(!finished.stdout.complete, "sleep still holds stdout");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_keeps_output_written_during_the_drain_cgroup() {
+    release_keeps_output_written_during_the_drain(Backend::Cgroup).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_keeps_output_written_during_the_drain_group() {
+    release_keeps_output_written_during_the_drain(Backend::Group).await;
+}
+
 /// The subreaper role is process-wide and held by one tree at a time. A tree
 /// whose leftovers are released gives the role up as it releases them, before
 /// its bounded output drain: another subreaper-backed tree can start while
