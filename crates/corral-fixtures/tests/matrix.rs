@@ -945,6 +945,104 @@ async fn ledger_record_lives_as_long_as_the_tree() {
     );
 }
 
+/// A member that `SIGKILL` cannot end within the final bound is reported as
+/// a survivor, and the ledger record stays so that `corral ps` shows it and
+/// `corral reap` can retry. Such a member is made for real: a task frozen by
+/// the cgroup v1 freezer is in uninterruptible sleep and dies of its pending
+/// `SIGKILL` only when thawed. Root and a v1 freezer hierarchy only.
+async fn unkillable_member_is_reported_and_kept(backend: Backend) {
+    let freezer = PathBuf::from("/sys/fs/cgroup/freezer");
+    if !freezer.join("cgroup.procs").exists() {
+        return println!("SKIPPED: no cgroup v1 freezer hierarchy here");
+    }
+    let frozen = freezer.join(format!("corral-matrix-{}-{backend}", std::process::id()));
+    if let Err(error) = std::fs::create_dir(&frozen) {
+        return println!("SKIPPED: cannot make a freezer cgroup: {error}");
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "corral-matrix-unkillable-{}-{backend}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    corral::ledger::set_dir(&dir);
+    let child = match Command::new(fixture_path())
+        .args(["fork", "1"])
+        .backend(BackendChoice::Only(backend))
+        .ledger(true)
+        .grace(GRACE)
+        .final_bound(Duration::from_millis(300))
+        .timeout(Duration::from_secs(60))
+        .spawn()
+        .await
+    {
+        Ok(child) => child,
+        Err(Error::BackendUnavailable { reason, .. }) => {
+            let _ = std::fs::remove_dir(&frozen);
+            return skip(backend, &reason);
+        }
+        Err(error) => panic!("{error}"),
+    };
+    let mut tap = child.stdout_tap().expect("stdout is captured");
+    let ready = tokio::time::timeout(READY_TIMEOUT, tap.wait_for(|b| b.contains(&b'\n'))).await;
+    let line = String::from_utf8_lossy(&tap.snapshot()).into_owned();
+    let procs = parse_ready(line.lines().next().unwrap_or_default());
+    let _cleanup = Leftovers(procs.clone());
+    assert_eq!(ready.ok(), Some(true), "no readiness line: {line:?}");
+    let member = procs[1];
+    let froze = std::fs::write(frozen.join("cgroup.procs"), member.pid.to_string())
+        .and_then(|()| std::fs::write(frozen.join("freezer.state"), "FROZEN"));
+    child.terminate();
+    let finished = child.wait().await;
+    // "Stays": also once the supervision has wound down.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let records = corral::ledger::load(&dir).0;
+    // Thaw: the pending SIGKILL ends it.
+    let _ = std::fs::write(frozen.join("freezer.state"), "THAWED");
+    let until = Instant::now() + Duration::from_secs(5);
+    while is_running(&member) && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let _ = std::fs::remove_dir(&frozen);
+    let _ = std::fs::remove_dir_all(&dir);
+    froze.expect("freezing the member");
+    let finished = finished.expect("a result");
+    let report = &finished.report;
+    if let Some(leaf) = &report.cgroup {
+        // Left because of the survivor, as the report says; removed now.
+        assert!(report.cgroup_left, "{report:?}");
+        let _ = std::fs::remove_dir(leaf);
+    }
+    assert!(!is_running(&member), "the thawed member did not die");
+    assert!(report.escalated);
+    let survivors: Vec<i32> = report.survivors.iter().map(|p| p.pid).collect();
+    assert_eq!(survivors, vec![member.pid], "{report:?}");
+    assert!(
+        !report.notes.iter().any(|n| n.contains("kept forking")),
+        "a named survivor needs no note about unnamed ones: {:?}",
+        report.notes
+    );
+    assert_eq!(
+        records.len(),
+        1,
+        "the record of a tree with survivors stays"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unkillable_member_is_reported_and_kept_cgroup() {
+    unkillable_member_is_reported_and_kept(Backend::Cgroup).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unkillable_member_is_reported_and_kept_subreaper() {
+    unkillable_member_is_reported_and_kept(Backend::Subreaper).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unkillable_member_is_reported_and_kept_group() {
+    unkillable_member_is_reported_and_kept(Backend::Group).await;
+}
+
 /// The subreaper backend reaps the orphans it adopted: once the call has
 /// returned, none of the tree is left as a zombie child of this process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -174,8 +174,11 @@ impl Registration {
             if let Err(error) = ledger::remove(&self.record.id) {
                 tracing::warn!(id = %self.record.id, %error, "could not remove the ledger record");
             }
-            self.ledger = false;
         }
+        // Either way the record is no longer ours to remove: with survivors
+        // it is left for `corral ps` and `corral reap` (dropping this
+        // registration later must not remove it).
+        self.ledger = false;
     }
 }
 
