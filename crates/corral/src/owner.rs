@@ -170,10 +170,11 @@ impl Registration {
             watchdog::forget(&self.record.id);
             self.watchdog = false;
         }
-        if self.ledger && !survivors {
-            if let Err(error) = ledger::remove(&self.record.id) {
-                tracing::warn!(id = %self.record.id, %error, "could not remove the ledger record");
-            }
+        if self.ledger
+            && !survivors
+            && let Err(error) = ledger::remove(&self.record.id)
+        {
+            tracing::warn!(id = %self.record.id, %error, "could not remove the ledger record");
         }
         // Either way the record is no longer ours to remove: with survivors
         // it is left for `corral ps` and `corral reap` (dropping this
