@@ -172,9 +172,21 @@ impl ScannedTree {
     }
 
     /// Whether the walk found no member, and no member exited since the
-    /// previous walk (the trail a hopping process leaves).
+    /// previous walk (the trail a hopping process leaves). While a member
+    /// already known still runs, the answer is no without a walk: waiting
+    /// out a grace costs a `stat` read per poll, not a walk of every process
+    /// on the host.
     pub(crate) fn is_empty(&mut self) -> io::Result<bool> {
+        if self.a_known_member_runs() {
+            return Ok(false);
+        }
         Ok(self.scan()?.is_empty() && self.exited == 0)
+    }
+
+    fn a_known_member_runs(&self) -> bool {
+        self.known.iter().any(|&(pid, start_time)| {
+            identity::read_stat(pid).is_ok_and(|s| s.start_time == start_time && s.is_running())
+        })
     }
 
     pub(crate) async fn wait_empty(
