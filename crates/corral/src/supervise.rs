@@ -422,10 +422,10 @@ impl Supervision {
                 Step::Done => break,
                 Step::GiveUp => {
                     report.survivors = self.tree.members();
-                    if report.survivors.is_empty() && self.tree.members_exiting() {
+                    if self.tree.members_exiting() {
                         report.notes.push(
-                            "members kept forking and exiting until the final bound, too fast \
-                             for a /proc walk to name them: one may have escaped \
+                            "members kept forking and exiting until the final bound, faster \
+                             than a /proc walk can name them: one may have escaped unnamed \
                              (the cgroup backend holds such processes)"
                                 .to_owned(),
                         );
