@@ -1043,6 +1043,51 @@ async fn unkillable_member_is_reported_and_kept_group() {
     unkillable_member_is_reported_and_kept(Backend::Group).await;
 }
 
+/// The subreaper backend counts as members the processes this process
+/// adopts that started no earlier than the leader, but never its own
+/// children from before the spawn, even one started in the same clock tick as
+/// the leader (start times count ticks of 10 ms): `Claim::acquire` takes a
+/// snapshot of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subreaper_spares_our_children_from_the_leaders_tick() {
+    for _ in 0..50 {
+        let mut bystander = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let by = common::proc_identity(bystander.id() as i32).expect("the bystander runs");
+        let spawned = Command::new(fixture_path())
+            .args(["sleep", "10"])
+            .backend(BackendChoice::Only(Backend::Subreaper))
+            .grace(GRACE)
+            .final_bound(FINAL)
+            .timeout(Duration::from_millis(100))
+            .spawn()
+            .await;
+        let child = match spawned {
+            Ok(child) => child,
+            Err(Error::BackendUnavailable { reason, .. }) => {
+                let _ = bystander.kill();
+                let _ = bystander.wait();
+                return skip(Backend::Subreaper, &reason);
+            }
+            Err(error) => panic!("{error}"),
+        };
+        let leader = common::proc_identity(child.id() as i32);
+        let finished = child.wait().await;
+        let alive = is_running(&by);
+        let _ = bystander.kill();
+        let _ = bystander.wait();
+        finished.expect("a result");
+        if leader.is_none_or(|l| l.start_time != by.start_time) {
+            continue; // not the same tick: try again
+        }
+        assert!(alive, "our own child from the leader's tick was signalled");
+        return;
+    }
+    println!("SKIPPED: no child started in the leader's clock tick in 50 tries");
+}
+
 /// The subreaper backend reaps the orphans it adopted: once the call has
 /// returned, none of the tree is left as a zombie child of this process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
