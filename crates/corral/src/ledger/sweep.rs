@@ -249,3 +249,38 @@ pub fn list(dir: &Path) -> (Vec<Entry>, Vec<Unreadable>) {
         .collect();
     (entries, skipped)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record naming a "cgroup" outside the cgroup mount (a directory
+    /// anyone could fill with a `cgroup.procs` that lists other processes)
+    /// has no members, even when its name looks like a corral leaf.
+    #[test]
+    fn a_leaf_outside_the_cgroup_mount_has_no_members() {
+        let fake = std::env::temp_dir()
+            .join(format!("corral-sweep-test-{}", std::process::id()))
+            .join("corral-1-0");
+        fs::create_dir_all(&fake).expect("fake leaf");
+        let mut bystander = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let listed = fs::write(fake.join("cgroup.procs"), format!("{}\n", bystander.id()));
+        let mut record = Record::sample("fake");
+        record.boot_id = boot_id();
+        record.pid_ns = pid_ns();
+        record.backend = Backend::Cgroup;
+        record.cgroup = Some(fake.clone());
+        let members = members_of(&record);
+        let _ = bystander.kill();
+        let _ = bystander.wait();
+        let _ = fs::remove_dir_all(fake.parent().expect("parent"));
+        listed.expect("cgroup.procs written");
+        assert!(
+            members.is_empty(),
+            "a fake leaf's listing was believed: {members:?}"
+        );
+    }
+}
