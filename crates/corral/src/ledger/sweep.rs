@@ -283,4 +283,45 @@ mod tests {
             "a fake leaf's listing was believed: {members:?}"
         );
     }
+
+    /// A group tree's members include its group's processes that are not
+    /// the leader's descendants (nor recorded), while the leader's identity
+    /// holds; processes of other groups are not members.
+    #[test]
+    fn group_members_found_by_the_leaders_group() {
+        use std::os::unix::process::CommandExt;
+        let spawn = |group: i32| {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .process_group(group)
+                .spawn()
+                .expect("spawn sleep")
+        };
+        let mut leader = spawn(0);
+        let leader_pid = leader.id() as i32;
+        let mut member = spawn(leader_pid);
+        let mut other = spawn(0);
+        let stat = |pid: u32| identity::read_stat(pid as i32).expect("stat");
+        let mut record = Record::sample("group");
+        record.boot_id = boot_id();
+        record.pid_ns = pid_ns();
+        record.backend = Backend::Group;
+        record.leader = Some(crate::ledger::Identity {
+            pid: leader_pid,
+            start_time: stat(leader.id()).start_time,
+        });
+        let (member_pid, other_pid) = (member.id() as i32, other.id() as i32);
+        let mut found: Vec<i32> = members_of(&record).iter().map(|s| s.pid).collect();
+        for child in [&mut leader, &mut member, &mut other] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        found.sort_unstable();
+        let mut expected = vec![leader_pid, member_pid];
+        expected.sort_unstable();
+        assert_eq!(
+            found, expected,
+            "another group's {other_pid} or a group member missed"
+        );
+    }
 }
