@@ -284,6 +284,29 @@ mod tests {
         );
     }
 
+    /// Ending a record whose "cgroup" lies outside the cgroup mount touches
+    /// nothing there: no `cgroup.kill` written, no directory removed.
+    #[test]
+    fn ending_a_fake_leaf_outside_the_mount_touches_nothing() {
+        let fake = std::env::temp_dir()
+            .join(format!("corral-sweep-test-end-{}", std::process::id()))
+            .join("corral-1-0");
+        fs::create_dir_all(&fake).expect("fake leaf");
+        let mut record = Record::sample("fake-end");
+        record.boot_id = boot_id();
+        record.pid_ns = pid_ns();
+        record.backend = Backend::Cgroup;
+        record.cgroup = Some(fake.clone());
+        let action = terminate(&record);
+        let untouched = fake.exists() && !fake.join("cgroup.kill").exists();
+        let _ = fs::remove_dir_all(fake.parent().expect("parent"));
+        assert!(matches!(action, SweepAction::Dropped), "{action:?}");
+        assert!(
+            untouched,
+            "a directory outside the cgroup mount was touched"
+        );
+    }
+
     /// A group tree's members include its group's processes that are not
     /// the leader's descendants (nor recorded), while the leader's identity
     /// holds; processes of other groups are not members.
