@@ -959,6 +959,7 @@ async fn unkillable_member_is_reported_and_kept(backend: Backend) {
     if let Err(error) = std::fs::create_dir(&frozen) {
         return println!("SKIPPED: cannot make a freezer cgroup: {error}");
     }
+    let thaw = Thaw(frozen.clone());
     let dir = std::env::temp_dir().join(format!(
         "corral-matrix-unkillable-{}-{backend}",
         std::process::id()
@@ -976,10 +977,7 @@ async fn unkillable_member_is_reported_and_kept(backend: Backend) {
         .await
     {
         Ok(child) => child,
-        Err(Error::BackendUnavailable { reason, .. }) => {
-            let _ = std::fs::remove_dir(&frozen);
-            return skip(backend, &reason);
-        }
+        Err(Error::BackendUnavailable { reason, .. }) => return skip(backend, &reason),
         Err(error) => panic!("{error}"),
     };
     let mut tap = child.stdout_tap().expect("stdout is captured");
@@ -997,12 +995,11 @@ async fn unkillable_member_is_reported_and_kept(backend: Backend) {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let records = corral::ledger::load(&dir).0;
     // Thaw: the pending SIGKILL ends it.
-    let _ = std::fs::write(frozen.join("freezer.state"), "THAWED");
+    drop(thaw);
     let until = Instant::now() + Duration::from_secs(5);
     while is_running(&member) && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let _ = std::fs::remove_dir(&frozen);
     let _ = std::fs::remove_dir_all(&dir);
     froze.expect("freezing the member");
     let finished = finished.expect("a result");
@@ -1026,6 +1023,20 @@ async fn unkillable_member_is_reported_and_kept(backend: Backend) {
         1,
         "the record of a tree with survivors stays"
     );
+}
+
+/// Thaws a v1 freezer cgroup and removes it once its tasks have left, also
+/// when the test panics, so no frozen process outlives it.
+struct Thaw(PathBuf);
+
+impl Drop for Thaw {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0.join("freezer.state"), "THAWED");
+        let until = Instant::now() + Duration::from_secs(5);
+        while std::fs::remove_dir(&self.0).is_err() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
