@@ -101,6 +101,34 @@ impl Drop for Leftovers {
     }
 }
 
+/// One `#[tokio::test]` per named backend, each calling `body(backend, args...)`.
+macro_rules! backend_tests {
+    (@call $body:ident, $backend:expr, ($($arg:expr),*)) => {
+        $body($backend $(, $arg)*)
+    };
+    ($body:ident $args:tt { $($name:ident: $backend:ident),+ $(,)? }) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                backend_tests!(@call $body, Backend::$backend, $args).await;
+            }
+        )+
+    };
+}
+
+/// The call's result, or `None` once it printed why `backend` was skipped;
+/// any other error fails the test.
+fn finished_or_skip(result: Result<Finished, Error>, backend: Backend) -> Option<Finished> {
+    match result {
+        Ok(finished) => Some(finished),
+        Err(Error::BackendUnavailable { reason, .. }) => {
+            skip(backend, &reason);
+            None
+        }
+        Err(error) => panic!("{error}"),
+    }
+}
+
 fn skip(backend: Backend, reason: &str) {
     println!("SKIPPED: backend {backend} is not available here: {reason}");
 }
@@ -280,10 +308,8 @@ async fn normal_exit(backend: Backend) {
         .backend(BackendChoice::Only(backend))
         .run()
         .await;
-    let finished = match result {
-        Ok(finished) => finished,
-        Err(Error::BackendUnavailable { reason, .. }) => return skip(backend, &reason),
-        Err(error) => panic!("{error}"),
+    let Some(finished) = finished_or_skip(result, backend) else {
+        return;
     };
     assert_eq!(finished.outcome, Outcome::Exited { code: 3 });
     assert_eq!(finished.stdout.bytes, b"out");
@@ -328,10 +354,8 @@ async fn release(backend: Backend) {
         .leftovers(corral::Leftovers::Release { drain })
         .run()
         .await;
-    let finished = match result {
-        Ok(finished) => finished,
-        Err(Error::BackendUnavailable { reason, .. }) => return skip(backend, &reason),
-        Err(error) => panic!("{error}"),
+    let Some(finished) = finished_or_skip(result, backend) else {
+        return;
     };
     let elapsed = started.elapsed();
     let stdout = finished.stdout.text();
@@ -554,10 +578,8 @@ async fn release_keeps_output_written_during_the_drain(backend: Backend) {
         })
         .run()
         .await;
-    let finished = match result {
-        Ok(finished) => finished,
-        Err(Error::BackendUnavailable { reason, .. }) => return skip(backend, &reason),
-        Err(error) => panic!("{error}"),
+    let Some(finished) = finished_or_skip(result, backend) else {
+        return;
     };
     let released: Vec<Proc> = finished
         .report
@@ -578,15 +600,10 @@ async fn release_keeps_output_written_during_the_drain(backend: Backend) {
     assert!(!finished.stdout.complete, "sleep still holds stdout");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn release_keeps_output_written_during_the_drain_cgroup() {
-    release_keeps_output_written_during_the_drain(Backend::Cgroup).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn release_keeps_output_written_during_the_drain_group() {
-    release_keeps_output_written_during_the_drain(Backend::Group).await;
-}
+backend_tests!(release_keeps_output_written_during_the_drain() {
+    release_keeps_output_written_during_the_drain_cgroup: Cgroup,
+    release_keeps_output_written_during_the_drain_group: Group,
+});
 
 /// The subreaper role is process-wide and held by one tree at a time. A tree
 /// whose leftovers are released gives the role up as it releases them, before
@@ -714,10 +731,8 @@ async fn subreaper_reports_how_many_members_each_signal_reached() {
         .timeout(Duration::from_millis(500))
         .run()
         .await;
-    let finished = match result {
-        Ok(finished) => finished,
-        Err(Error::BackendUnavailable { reason, .. }) => return skip(Backend::Subreaper, &reason),
-        Err(error) => panic!("{error}"),
+    let Some(finished) = finished_or_skip(result, Backend::Subreaper) else {
+        return;
     };
     let procs = parse_ready(finished.stdout.text().lines().next().unwrap_or_default());
     let _cleanup = Leftovers(procs);
@@ -769,10 +784,8 @@ async fn hopper(backend: Backend, leader_hops: bool) {
         .final_bound(FINAL)
         .run()
         .await;
-    let finished = match result {
-        Ok(finished) => finished,
-        Err(Error::BackendUnavailable { reason, .. }) => return skip(backend, &reason),
-        Err(error) => panic!("{error}"),
+    let Some(finished) = finished_or_skip(result, backend) else {
+        return;
     };
     // The hopper has run out of time by now; had it survived, it said so.
     tokio::time::sleep(Duration::from_millis(3500)).await;
@@ -795,35 +808,17 @@ async fn hopper(backend: Backend, leader_hops: bool) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hopping_leader_is_contained_cgroup() {
-    hopper(Backend::Cgroup, true).await;
-}
+backend_tests!(hopper(true) {
+    hopping_leader_is_contained_cgroup: Cgroup,
+    hopping_leader_is_contained_group: Group,
+    hopping_leader_is_contained_or_reported_subreaper: Subreaper,
+});
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hopping_background_process_is_contained_cgroup() {
-    hopper(Backend::Cgroup, false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hopping_background_process_is_contained_group() {
-    hopper(Backend::Group, false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hopping_leader_is_contained_group() {
-    hopper(Backend::Group, true).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hopping_leader_is_contained_or_reported_subreaper() {
-    hopper(Backend::Subreaper, true).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hopping_background_process_is_contained_or_reported_subreaper() {
-    hopper(Backend::Subreaper, false).await;
-}
+backend_tests!(hopper(false) {
+    hopping_background_process_is_contained_cgroup: Cgroup,
+    hopping_background_process_is_contained_group: Group,
+    hopping_background_process_is_contained_or_reported_subreaper: Subreaper,
+});
 
 /// Waiting for the tree to empty is driven by the kernel's notification
 /// (cgroup: `cgroup.events`) or a backed-off poll (scanned backends), so a
@@ -842,10 +837,8 @@ async fn waits_without_spinning(backend: Backend) {
         .await;
     let spent = common::cpu_time() - before;
     println!("{backend}: {spent:?} of CPU over the run");
-    let finished = match result {
-        Ok(finished) => finished,
-        Err(Error::BackendUnavailable { reason, .. }) => return skip(backend, &reason),
-        Err(error) => panic!("{error}"),
+    let Some(finished) = finished_or_skip(result, backend) else {
+        return;
     };
     let procs = parse_ready(finished.stdout.text().lines().next().unwrap_or_default());
     let _cleanup = Leftovers(procs);
@@ -856,20 +849,11 @@ async fn waits_without_spinning(backend: Backend) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waits_without_spinning_cgroup() {
-    waits_without_spinning(Backend::Cgroup).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waits_without_spinning_subreaper() {
-    waits_without_spinning(Backend::Subreaper).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waits_without_spinning_group() {
-    waits_without_spinning(Backend::Group).await;
-}
+backend_tests!(waits_without_spinning() {
+    waits_without_spinning_cgroup: Cgroup,
+    waits_without_spinning_subreaper: Subreaper,
+    waits_without_spinning_group: Group,
+});
 
 /// Once `SIGKILL` has emptied the tree the call returns: it does not sit out
 /// the final bound, which is only for processes that do not die.
@@ -885,10 +869,8 @@ async fn returns_once_killed(backend: Backend) {
         .timeout(timeout)
         .run()
         .await;
-    let finished = match result {
-        Ok(finished) => finished,
-        Err(Error::BackendUnavailable { reason, .. }) => return skip(backend, &reason),
-        Err(error) => panic!("{error}"),
+    let Some(finished) = finished_or_skip(result, backend) else {
+        return;
     };
     let elapsed = started.elapsed();
     let procs = parse_ready(finished.stdout.text().lines().next().unwrap_or_default());
@@ -902,20 +884,11 @@ async fn returns_once_killed(backend: Backend) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn returns_once_killed_cgroup() {
-    returns_once_killed(Backend::Cgroup).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn returns_once_killed_subreaper() {
-    returns_once_killed(Backend::Subreaper).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn returns_once_killed_group() {
-    returns_once_killed(Backend::Group).await;
-}
+backend_tests!(returns_once_killed() {
+    returns_once_killed_cgroup: Cgroup,
+    returns_once_killed_subreaper: Subreaper,
+    returns_once_killed_group: Group,
+});
 
 /// The crash ledger holds a record while the tree runs and drops it when the
 /// call ends with nothing left over.
@@ -1039,20 +1012,11 @@ impl Drop for Thaw {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unkillable_member_is_reported_and_kept_cgroup() {
-    unkillable_member_is_reported_and_kept(Backend::Cgroup).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unkillable_member_is_reported_and_kept_subreaper() {
-    unkillable_member_is_reported_and_kept(Backend::Subreaper).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unkillable_member_is_reported_and_kept_group() {
-    unkillable_member_is_reported_and_kept(Backend::Group).await;
-}
+backend_tests!(unkillable_member_is_reported_and_kept() {
+    unkillable_member_is_reported_and_kept_cgroup: Cgroup,
+    unkillable_member_is_reported_and_kept_subreaper: Subreaper,
+    unkillable_member_is_reported_and_kept_group: Group,
+});
 
 /// The subreaper backend counts as members the processes this process
 /// adopts that started no earlier than the leader, but never its own
@@ -1111,10 +1075,8 @@ async fn subreaper_reaps_the_orphans_it_adopted() {
         .timeout(Duration::from_millis(300))
         .run()
         .await;
-    let finished = match result {
-        Ok(finished) => finished,
-        Err(Error::BackendUnavailable { reason, .. }) => return skip(Backend::Subreaper, &reason),
-        Err(error) => panic!("{error}"),
+    let Some(finished) = finished_or_skip(result, Backend::Subreaper) else {
+        return;
     };
     let procs = parse_ready(finished.stdout.text().lines().next().unwrap_or_default());
     let _cleanup = Leftovers(procs.clone());

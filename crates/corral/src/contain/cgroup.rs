@@ -475,24 +475,41 @@ mod tests {
         assert_eq!(calls, 1, "a refusal is not retried");
     }
 
+    /// A fresh leaf, or `None` (said as skipped) where none can be created.
+    fn leaf() -> Option<Leaf> {
+        let leaf = Leaf::create(&mut |_| {}).ok();
+        if leaf.is_none() {
+            println!("SKIPPED: no cgroup leaf can be created here");
+        }
+        leaf
+    }
+
+    /// A tree over `path`, as the supervisor holds one before `close`.
+    fn open_tree(path: &Path) -> CgroupTree {
+        CgroupTree {
+            path: path.to_owned(),
+            watch: None,
+            removed: false,
+        }
+    }
+
+    fn sleeper() -> std::process::Child {
+        std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep")
+    }
+
     /// `holds` is the check made after a member's pidfd was opened: a process
     /// outside the leaf (a recycled pid) is not a member. Needs a usable
     /// cgroup v2 hierarchy (root or a delegated subtree).
     #[test]
     fn holds_only_processes_inside_the_leaf() {
-        let Ok(leaf) = Leaf::create(&mut |_| {}) else {
-            println!("SKIPPED: no cgroup leaf can be created here");
+        let Some(leaf) = leaf() else {
             return;
         };
-        let tree = CgroupTree {
-            path: leaf.path().to_owned(),
-            watch: None,
-            removed: false,
-        };
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .expect("spawn sleep");
+        let tree = open_tree(leaf.path());
+        let mut child = sleeper();
         let pid = child.id() as i32;
         let outside = tree.holds(pid);
         let moved = fs::write(tree.path.join("cgroup.procs"), pid.to_string());
@@ -510,20 +527,12 @@ mod tests {
     /// it busy, and counts a leaf someone else removed as removed.
     #[test]
     fn close_removes_an_empty_leaf_and_reports_a_busy_one() {
-        let Ok(leaf) = Leaf::create(&mut |_| {}) else {
-            println!("SKIPPED: no cgroup leaf can be created here");
+        let Some(leaf) = leaf() else {
             return;
         };
         let path = leaf.path().to_owned();
-        let mut tree = CgroupTree {
-            path: path.clone(),
-            watch: None,
-            removed: false,
-        };
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .expect("spawn sleep");
+        let mut tree = open_tree(&path);
+        let mut child = sleeper();
         let moved = fs::write(path.join("cgroup.procs"), child.id().to_string());
         let busy = tree.close();
         let _ = child.kill();
@@ -534,11 +543,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
             closed = tree.close();
         }
-        let mut again = CgroupTree {
-            path: path.clone(),
-            watch: None,
-            removed: false,
-        };
+        let mut again = open_tree(&path);
         let gone = again.close();
         drop((again, tree, leaf));
         moved.expect("moved into the leaf");
@@ -554,21 +559,13 @@ mod tests {
     #[test]
     fn dropping_an_open_tree_kills_the_members_and_removes_the_leaf() {
         use std::os::unix::process::ExitStatusExt;
-        let Ok(leaf) = Leaf::create(&mut |_| {}) else {
-            println!("SKIPPED: no cgroup leaf can be created here");
+        let Some(leaf) = leaf() else {
             return;
         };
         let path = leaf.path().to_owned();
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .expect("spawn sleep");
+        let mut child = sleeper();
         let moved = fs::write(path.join("cgroup.procs"), child.id().to_string());
-        drop(CgroupTree {
-            path: path.clone(),
-            watch: None,
-            removed: false,
-        });
+        drop(open_tree(&path));
         let removed = !path.exists();
         let until = std::time::Instant::now() + Duration::from_secs(2);
         let mut status = child.try_wait().expect("try_wait");

@@ -254,6 +254,15 @@ pub fn list(dir: &Path) -> (Vec<Entry>, Vec<Unreadable>) {
 mod tests {
     use super::*;
 
+    /// A record of this boot and PID namespace.
+    fn local_record(id: &str, backend: Backend) -> Record {
+        let mut record = Record::sample(id);
+        record.boot_id = boot_id();
+        record.pid_ns = pid_ns();
+        record.backend = backend;
+        record
+    }
+
     /// A record naming a "cgroup" outside the cgroup mount (a directory
     /// anyone could fill with a `cgroup.procs` that lists other processes)
     /// has no members, even when its name looks like a corral leaf.
@@ -268,10 +277,7 @@ mod tests {
             .spawn()
             .expect("spawn sleep");
         let listed = fs::write(fake.join("cgroup.procs"), format!("{}\n", bystander.id()));
-        let mut record = Record::sample("fake");
-        record.boot_id = boot_id();
-        record.pid_ns = pid_ns();
-        record.backend = Backend::Cgroup;
+        let mut record = local_record("fake", Backend::Cgroup);
         record.cgroup = Some(fake.clone());
         let members = members_of(&record);
         let _ = bystander.kill();
@@ -292,10 +298,7 @@ mod tests {
             .join(format!("corral-sweep-test-end-{}", std::process::id()))
             .join("corral-1-0");
         fs::create_dir_all(&fake).expect("fake leaf");
-        let mut record = Record::sample("fake-end");
-        record.boot_id = boot_id();
-        record.pid_ns = pid_ns();
-        record.backend = Backend::Cgroup;
+        let mut record = local_record("fake-end", Backend::Cgroup);
         record.cgroup = Some(fake.clone());
         let action = terminate(&record);
         let untouched = fake.exists() && !fake.join("cgroup.kill").exists();
@@ -325,10 +328,7 @@ mod tests {
         let mut member = spawn(leader_pid);
         let mut other = spawn(0);
         let stat = |pid: u32| identity::read_stat(pid as i32).expect("stat");
-        let mut record = Record::sample("group");
-        record.boot_id = boot_id();
-        record.pid_ns = pid_ns();
-        record.backend = Backend::Group;
+        let mut record = local_record("group", Backend::Group);
         record.leader = Some(crate::ledger::Identity {
             pid: leader_pid,
             start_time: stat(leader.id()).start_time,
