@@ -116,11 +116,11 @@ macro_rules! backend_tests {
     };
 }
 
-/// The call's result, or `None` once it printed why `backend` was skipped;
-/// any other error fails the test.
-fn finished_or_skip(result: Result<Finished, Error>, backend: Backend) -> Option<Finished> {
+/// A spawn's or a call's result, or `None` once it printed why `backend` was
+/// skipped; any other error fails the test.
+fn or_skip<T>(result: Result<T, Error>, backend: Backend) -> Option<T> {
     match result {
-        Ok(finished) => Some(finished),
+        Ok(value) => Some(value),
         Err(Error::BackendUnavailable { reason, .. }) => {
             skip(backend, &reason);
             None
@@ -149,10 +149,8 @@ async fn exercise(backend: Backend, args: &[&str], path: Path) {
         Path::Drop | Path::LeaderExit => command.timeout(Duration::from_secs(60)),
     };
     let spawned = Instant::now();
-    let child = match command.spawn().await {
-        Ok(child) => child,
-        Err(Error::BackendUnavailable { reason, .. }) => return skip(backend, &reason),
-        Err(error) => panic!("spawn failed: {error}"),
+    let Some(child) = or_skip(command.spawn().await, backend) else {
+        return;
     };
     assert_eq!(child.backend(), backend);
     let cgroup = child.cgroup().map(PathBuf::from);
@@ -308,7 +306,7 @@ async fn normal_exit(backend: Backend) {
         .backend(BackendChoice::Only(backend))
         .run()
         .await;
-    let Some(finished) = finished_or_skip(result, backend) else {
+    let Some(finished) = or_skip(result, backend) else {
         return;
     };
     assert_eq!(finished.outcome, Outcome::Exited { code: 3 });
@@ -354,7 +352,7 @@ async fn release(backend: Backend) {
         .leftovers(corral::Leftovers::Release { drain })
         .run()
         .await;
-    let Some(finished) = finished_or_skip(result, backend) else {
+    let Some(finished) = or_skip(result, backend) else {
         return;
     };
     let elapsed = started.elapsed();
@@ -413,10 +411,8 @@ async fn disconnected_member(backend: Backend) {
         .cancel_on(token.clone())
         .spawn()
         .await;
-    let child = match spawned {
-        Ok(child) => child,
-        Err(Error::BackendUnavailable { reason, .. }) => return skip(backend, &reason),
-        Err(error) => panic!("{error}"),
+    let Some(child) = or_skip(spawned, backend) else {
+        return;
     };
     let mut tap = child.stdout_tap().expect("captured");
     let two = |b: &[u8]| b.iter().filter(|&&c| c == b'\n').count() >= 2;
@@ -578,7 +574,7 @@ async fn release_keeps_output_written_during_the_drain(backend: Backend) {
         })
         .run()
         .await;
-    let Some(finished) = finished_or_skip(result, backend) else {
+    let Some(finished) = or_skip(result, backend) else {
         return;
     };
     let released: Vec<Proc> = finished
@@ -612,16 +608,14 @@ backend_tests!(release_keeps_output_written_during_the_drain() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subreaper_role_is_given_up_before_the_release_drain() {
     let drain = Duration::from_secs(3);
-    let first = match Command::new(fixture_path())
+    let spawned = Command::new(fixture_path())
         .arg("hold-stdout")
         .backend(BackendChoice::Only(Backend::Subreaper))
         .leftovers(corral::Leftovers::Release { drain })
         .spawn()
-        .await
-    {
-        Ok(child) => child,
-        Err(Error::BackendUnavailable { reason, .. }) => return skip(Backend::Subreaper, &reason),
-        Err(error) => panic!("{error}"),
+        .await;
+    let Some(first) = or_skip(spawned, Backend::Subreaper) else {
+        return;
     };
     // corral reaps the leader right after releasing the tree; the drain (the
     // grandchild holds stdout, so all of `drain`) comes after that.
@@ -662,10 +656,8 @@ fn runtime_shutdown(backend: Backend) {
             .timeout(Duration::from_secs(60))
             .spawn(),
     );
-    let child = match spawned {
-        Ok(child) => child,
-        Err(Error::BackendUnavailable { reason, .. }) => return skip(backend, &reason),
-        Err(error) => panic!("spawn failed: {error}"),
+    let Some(child) = or_skip(spawned, backend) else {
+        return;
     };
     let leaf = child.cgroup().map(PathBuf::from);
     let mut tap = child.stdout_tap().expect("stdout is captured");
@@ -731,7 +723,7 @@ async fn subreaper_reports_how_many_members_each_signal_reached() {
         .timeout(Duration::from_millis(500))
         .run()
         .await;
-    let Some(finished) = finished_or_skip(result, Backend::Subreaper) else {
+    let Some(finished) = or_skip(result, Backend::Subreaper) else {
         return;
     };
     let procs = parse_ready(finished.stdout.text().lines().next().unwrap_or_default());
@@ -784,7 +776,7 @@ async fn hopper(backend: Backend, leader_hops: bool) {
         .final_bound(FINAL)
         .run()
         .await;
-    let Some(finished) = finished_or_skip(result, backend) else {
+    let Some(finished) = or_skip(result, backend) else {
         return;
     };
     // The hopper has run out of time by now; had it survived, it said so.
@@ -837,7 +829,7 @@ async fn waits_without_spinning(backend: Backend) {
         .await;
     let spent = common::cpu_time() - before;
     println!("{backend}: {spent:?} of CPU over the run");
-    let Some(finished) = finished_or_skip(result, backend) else {
+    let Some(finished) = or_skip(result, backend) else {
         return;
     };
     let procs = parse_ready(finished.stdout.text().lines().next().unwrap_or_default());
@@ -869,7 +861,7 @@ async fn returns_once_killed(backend: Backend) {
         .timeout(timeout)
         .run()
         .await;
-    let Some(finished) = finished_or_skip(result, backend) else {
+    let Some(finished) = or_skip(result, backend) else {
         return;
     };
     let elapsed = started.elapsed();
@@ -939,7 +931,7 @@ async fn unkillable_member_is_reported_and_kept(backend: Backend) {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     corral::ledger::set_dir(&dir);
-    let child = match Command::new(fixture_path())
+    let spawned = Command::new(fixture_path())
         .args(["fork", "1"])
         .backend(BackendChoice::Only(backend))
         .ledger(true)
@@ -947,11 +939,9 @@ async fn unkillable_member_is_reported_and_kept(backend: Backend) {
         .final_bound(Duration::from_millis(300))
         .timeout(Duration::from_secs(60))
         .spawn()
-        .await
-    {
-        Ok(child) => child,
-        Err(Error::BackendUnavailable { reason, .. }) => return skip(backend, &reason),
-        Err(error) => panic!("{error}"),
+        .await;
+    let Some(child) = or_skip(spawned, backend) else {
+        return;
     };
     let mut tap = child.stdout_tap().expect("stdout is captured");
     let ready = tokio::time::timeout(READY_TIMEOUT, tap.wait_for(|b| b.contains(&b'\n'))).await;
@@ -1039,16 +1029,12 @@ async fn subreaper_spares_our_children_from_the_leaders_tick() {
             .timeout(Duration::from_millis(100))
             .spawn()
             .await;
-        let child = match spawned {
-            Ok(child) => child,
-            Err(Error::BackendUnavailable { reason, .. }) => {
-                let _ = bystander.kill();
-                let _ = bystander.wait();
-                return skip(Backend::Subreaper, &reason);
-            }
-            Err(error) => panic!("{error}"),
+        let Some(child) = or_skip(spawned, Backend::Subreaper) else {
+            let _ = bystander.kill();
+            let _ = bystander.wait();
+            return;
         };
-        let leader = common::proc_identity(child.id() as i32);
+        let leader = common::proc_identity(child.id());
         let finished = child.wait().await;
         let alive = is_running(&by);
         let _ = bystander.kill();
@@ -1075,7 +1061,7 @@ async fn subreaper_reaps_the_orphans_it_adopted() {
         .timeout(Duration::from_millis(300))
         .run()
         .await;
-    let Some(finished) = finished_or_skip(result, Backend::Subreaper) else {
+    let Some(finished) = or_skip(result, Backend::Subreaper) else {
         return;
     };
     let procs = parse_ready(finished.stdout.text().lines().next().unwrap_or_default());

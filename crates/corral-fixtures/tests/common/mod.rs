@@ -94,7 +94,6 @@ pub fn stat(pid: i32) -> Option<Stat> {
 }
 
 /// The CPU time (user and system) this process has used so far.
-#[allow(dead_code)]
 pub fn cpu_time() -> Duration {
     let text = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
     let (_, rest) = text.rsplit_once(')').expect("a stat line");

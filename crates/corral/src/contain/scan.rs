@@ -86,6 +86,8 @@ pub(crate) struct ScannedTree {
     /// but each hop leaves such a zombie: while they keep coming, the tree is
     /// not empty.
     exited: usize,
+    /// The running members the last scan found.
+    last: Vec<(i32, u64)>,
 }
 
 impl ScannedTree {
@@ -94,6 +96,7 @@ impl ScannedTree {
             rule,
             known: HashSet::new(),
             exited: 0,
+            last: Vec::new(),
         }
     }
 
@@ -131,8 +134,8 @@ impl ScannedTree {
             }
         }
         members.retain(Stat::is_running);
-        self.known
-            .extend(members.iter().map(|m| (m.pid, m.start_time)));
+        self.last = members.iter().map(|m| (m.pid, m.start_time)).collect();
+        self.known.extend(self.last.iter().copied());
         Ok((members, reached))
     }
 
@@ -173,18 +176,18 @@ impl ScannedTree {
 
     /// Whether the walk found no member, and no member exited since the
     /// previous walk (the trail a hopping process leaves). While a member
-    /// already known still runs, the answer is no without a walk: waiting
-    /// out a grace costs a `stat` read per poll, not a walk of every process
-    /// on the host.
+    /// the last walk found still runs, the answer is no without a walk:
+    /// waiting out a grace costs a `stat` read per poll, not a walk of every
+    /// process on the host.
     pub(crate) fn is_empty(&mut self) -> io::Result<bool> {
-        if self.a_known_member_runs() {
+        if self.a_member_still_runs() {
             return Ok(false);
         }
-        Ok(self.scan()?.is_empty() && self.exited == 0)
+        Ok(self.scan()?.is_empty() && !self.members_exiting())
     }
 
-    fn a_known_member_runs(&self) -> bool {
-        self.known.iter().any(|&(pid, start_time)| {
+    fn a_member_still_runs(&self) -> bool {
+        self.last.iter().any(|&(pid, start_time)| {
             identity::read_stat(pid).is_ok_and(|s| s.start_time == start_time && s.is_running())
         })
     }
@@ -210,7 +213,7 @@ impl ScannedTree {
             }
             tokio::time::sleep_until(deadline.min(now + pause)).await;
             // While members keep exiting (a hopping process), look again soon.
-            pause = if self.exited > 0 {
+            pause = if self.members_exiting() {
                 POLL_MIN
             } else {
                 (pause * 2).min(POLL_MAX)
