@@ -33,9 +33,10 @@ fn pids(members: &[corral::ProcessInfo]) -> String {
 /// Lists the live trees: owner, whether it is alive, age, members, command.
 ///
 /// # Errors
-/// If standard output cannot be written.
+/// If the ledger directory is not trusted (it names the path, its owner and
+/// mode, and the fix), or standard output cannot be written.
 pub fn ps(args: &LedgerArgs) -> anyhow::Result<Status> {
-    let (entries, skipped) = ledger::list(&dir(args));
+    let (entries, skipped) = ledger::list(&dir(args))?;
     warn_unreadable(&skipped);
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -55,6 +56,7 @@ pub fn ps(args: &LedgerArgs) -> anyhow::Result<Status> {
             Owner::Dead => "orphaned",
             Owner::OtherBoot => "stale",
             Owner::OtherNamespace => "elsewhere",
+            Owner::Unknown => "unknown",
         };
         writeln!(
             out,
@@ -75,9 +77,10 @@ pub fn ps(args: &LedgerArgs) -> anyhow::Result<Status> {
 /// Ends the trees whose owner died; exits 1 if any member survived.
 ///
 /// # Errors
-/// If standard output cannot be written.
+/// If the ledger directory is not trusted (nothing is read or signalled), or
+/// standard output cannot be written.
 pub fn reap(args: &LedgerArgs, dry_run: bool) -> anyhow::Result<Status> {
-    let sweep = ledger::sweep(&dir(args), dry_run, |_| true);
+    let sweep = ledger::sweep(&dir(args), dry_run, |_| true)?;
     warn_unreadable(&sweep.skipped);
     let survivors = sweep
         .actions
@@ -91,7 +94,7 @@ pub fn reap(args: &LedgerArgs, dry_run: bool) -> anyhow::Result<Status> {
         for (record, action) in &sweep.actions {
             let line = match action {
                 SweepAction::Skipped => format!(
-                    "left alone (owner {} is alive, or in another PID namespace)",
+                    "left alone (owner {} is alive, in another PID namespace, or unreadable)",
                     record.owner.pid
                 ),
                 SweepAction::Dropped => {

@@ -88,7 +88,7 @@ fn without_pidfds_members_are_killed_by_identity_with_kill() {
     )
     .expect("write");
 
-    let result = ledger::sweep(&dir, false, |_| true);
+    let result = ledger::sweep(&dir, false, |_| true).expect("sweep");
     for (record, action) in &result.actions {
         println!("{}: {action:?}", record.id);
         match record.id.as_str() {

@@ -897,10 +897,10 @@ async fn ledger_record_lives_as_long_as_the_tree() {
         .spawn()
         .await
         .expect("spawns");
-    let running = corral::ledger::load(&dir).0;
+    let running = corral::ledger::load(&dir).expect("ledger").0;
     child.terminate();
     let finished = child.wait().await.expect("a result");
-    let after = corral::ledger::load(&dir).0;
+    let after = corral::ledger::load(&dir).expect("ledger").0;
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(running.len(), 1, "one record while the tree runs");
     assert!(finished.report.survivors.is_empty());
@@ -956,7 +956,7 @@ async fn unkillable_member_is_reported_and_kept(backend: Backend) {
     let finished = child.wait().await;
     // "Stays": also once the supervision has wound down.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let records = corral::ledger::load(&dir).0;
+    let records = corral::ledger::load(&dir).expect("ledger").0;
     // Thaw: the pending SIGKILL ends it.
     drop(thaw);
     let until = Instant::now() + Duration::from_secs(5);

@@ -141,7 +141,7 @@ fn wait_gone(procs: &[Proc], within: Duration) -> Result<(), Vec<Proc>> {
 }
 
 fn records(dir: &Path) -> Vec<Record> {
-    ledger::load(dir).0
+    ledger::load(dir).expect("ledger").0
 }
 
 /// The owner dies by SIGKILL while its tree runs: the watchdog ends the tree
@@ -428,7 +428,7 @@ fn reap_skips_trees_of_live_owners() {
     let mut all = owner.tree.clone();
     all.extend(owner.watchdog);
     let guard = Leftovers(all);
-    let result = ledger::sweep(&dir, false, |_| true);
+    let result = ledger::sweep(&dir, false, |_| true).expect("sweep");
     assert_eq!(result.actions.len(), 1);
     assert_eq!(result.actions[0].1, SweepAction::Skipped);
     assert!(
@@ -465,7 +465,7 @@ fn reap_never_signals_a_reused_pid() {
         std::fs::write(dir.join(format!("reuse-{backend}.json")), json).expect("write");
         cases.push(backend);
     }
-    let result = ledger::sweep(&dir, false, |_| true);
+    let result = ledger::sweep(&dir, false, |_| true).expect("sweep");
     assert_eq!(result.actions.len(), cases.len());
     for (record, action) in &result.actions {
         assert_eq!(*action, SweepAction::Dropped, "{}", record.id);

@@ -48,6 +48,16 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// The crash ledger's directory is not trusted (it, or a directory above
+    /// it, could have been written by another user, or it is a symlink), or
+    /// cannot be opened. Nothing in it was read or acted on.
+    #[error("ledger directory {}: {reason}", path.display())]
+    LedgerRefused {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong with it and how to fix it.
+        reason: String,
+    },
     /// Another operating-system call failed.
     #[error("{what}: {source}")]
     Os {

@@ -7,7 +7,7 @@ use std::{
         Mutex, Once,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
-    time::{SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
 use crate::{
@@ -27,8 +27,14 @@ pub fn disable_startup_sweep() {
     STARTUP_SWEEP_OFF.store(true, Ordering::SeqCst);
 }
 
+/// How long the start-up sweep may take; records it has not reached by then
+/// are left for `corral reap` (and named in the log).
+const STARTUP_SWEEP_BOUND: Duration = Duration::from_secs(5);
+
 /// Once per process: ends the trees that a crashed earlier run of this same
-/// executable left in the ledger.
+/// executable left in the ledger. It runs on a thread of its own, so a spawn
+/// never waits for it (a slow or hostile ledger cannot stall a spawn), and
+/// stops after [`STARTUP_SWEEP_BOUND`].
 pub(crate) fn startup_sweep() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -40,11 +46,36 @@ pub(crate) fn startup_sweep() {
         let Ok(me) = std::env::current_exe() else {
             return;
         };
-        let result = ledger::sweep(&ledger::dir(), false, |r| r.owner_exe.as_ref() == Some(&me));
-        for (record, action) in &result.actions {
-            tracing::info!(id = %record.id, ?action, "start-up sweep of a predecessor's tree");
+        let dir = ledger::dir();
+        let started = std::thread::Builder::new()
+            .name("corral-startup-sweep".to_owned())
+            .spawn(move || sweep_predecessors(&dir, &me));
+        if let Err(error) = started {
+            tracing::warn!(%error, "could not start the start-up sweep");
         }
     });
+}
+
+fn sweep_predecessors(dir: &Path, me: &Path) {
+    let deadline = Instant::now() + STARTUP_SWEEP_BOUND;
+    let ours = |record: &Record| {
+        if record.owner_exe.as_deref() != Some(me) {
+            return false;
+        }
+        let in_time = Instant::now() < deadline;
+        if !in_time {
+            tracing::warn!(id = %record.id, "start-up sweep out of time: left for `corral reap`");
+        }
+        in_time
+    };
+    match ledger::sweep(dir, false, ours) {
+        Ok(result) => {
+            for (record, action) in &result.actions {
+                tracing::info!(id = %record.id, ?action, "start-up sweep of a predecessor's tree");
+            }
+        }
+        Err(error) => tracing::warn!(%error, "start-up sweep skipped"),
+    }
 }
 
 /// This process's identity and executable, read once per process (a forked
@@ -95,6 +126,7 @@ impl Registration {
             leader: None,
             members: Vec::new(),
             cgroup: None,
+            cgroup_id: None,
             command: command.display(),
             created_at: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -122,10 +154,16 @@ impl Registration {
         self.tell_watchdog();
     }
 
-    /// Containment is prepared: the backend and the leaf actually used.
-    pub(crate) fn prepared(&mut self, backend: Backend, cgroup: Option<PathBuf>) {
+    /// Containment is prepared: the backend and the leaf actually used,
+    /// with its cgroup id. The watchdog hears of the id before the spawn: an
+    /// owner dying from here on has the leader (in the leaf) killed.
+    pub(crate) fn prepared(&mut self, backend: Backend, cgroup: Option<(PathBuf, u64)>) {
         self.record.backend = backend;
-        self.record.cgroup = cgroup;
+        let tell = cgroup.is_some();
+        (self.record.cgroup, self.record.cgroup_id) = cgroup.unzip();
+        if tell {
+            self.tell_watchdog();
+        }
     }
 
     /// After the spawn: the leader's identity completes the record.
@@ -138,10 +176,7 @@ impl Registration {
         if self.ledger
             && let Err(error) = ledger::write(&self.record)
         {
-            self.notes.push(format!(
-                "crash ledger off: cannot write {} ({error}); set CORRAL_LEDGER_DIR",
-                ledger::dir().display()
-            ));
+            self.notes.push(format!("crash ledger off: {error}"));
             self.ledger = false;
         }
     }

@@ -149,7 +149,7 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
         registration.cgroup_reserved(path)
     })?;
     let backend = prepared.backend();
-    registration.prepared(backend, prepared.cgroup_path());
+    registration.prepared(backend, prepared.cgroup());
     let launched = launch::launch(&command, &prepared)
         .map_err(|source| launch::spawn_error(&command, source))?;
     let started = Instant::now();

@@ -1143,7 +1143,7 @@ async fn watchdog_kills(
             watchdog.describe_pid()
         ));
     }
-    let left = ledger::load(ledger_dir).0;
+    let left = ledger::load(ledger_dir).expect("ledger").0;
     if !left.is_empty() {
         return fail(format!(
             "the watchdog left {} ledger record(s): {left:?}",
@@ -1171,7 +1171,7 @@ async fn sweep_after_owner(
     (x, y): (Ident, Ident),
 ) -> Res<String> {
     let leader = owner.leader;
-    let records = ledger::load(ledger_dir).0;
+    let records = ledger::load(ledger_dir).expect("ledger").0;
     match records.as_slice() {
         [record]
             if record.leader.map(|l| (l.pid, l.start_time)) == Some((leader.pid, leader.start)) => {
@@ -1253,7 +1253,7 @@ async fn sweep_after_owner(
         ));
     }
     let bystander = factory.hunt(leader).await?;
-    let swept = corral::ledger::sweep(ledger_dir, false, |_| true);
+    let swept = corral::ledger::sweep(ledger_dir, false, |_| true).expect("sweep");
     note(format!(
         "sweep: {:?}",
         swept
@@ -1308,7 +1308,7 @@ async fn sweep_after_owner(
         }
         _ => return fail(format!("unexpected sweep action {action:?}")),
     };
-    let left = ledger::load(ledger_dir).0;
+    let left = ledger::load(ledger_dir).expect("ledger").0;
     if !left.is_empty() {
         return fail(format!("the sweep kept the record: {left:?}"));
     }

@@ -11,10 +11,7 @@ use std::{
     fs, io,
     os::fd::{AsFd, OwnedFd},
     path::{Path, PathBuf},
-    sync::{
-        OnceLock,
-        atomic::{AtomicU64, Ordering},
-    },
+    sync::OnceLock,
     time::Duration,
 };
 
@@ -99,9 +96,11 @@ fn explain_mkdir_error(error: io::Error) -> io::Error {
     )
 }
 
-/// Creates a new, empty directory `PREFIX-PID-N` under `parent`. The pid alone
-/// is not unique (other PID namespaces share the hierarchy; a stale leaf may
-/// carry a recycled pid), so a taken name moves on to the next N.
+/// Creates a new, empty directory `PREFIX-PID-RANDOM` under `parent`. The pid
+/// alone is not unique (other PID namespaces share the hierarchy; a stale
+/// leaf may carry a recycled pid), nor is a counter (a successor with the
+/// same pid counts the same way), so 64 random bits make the name one that
+/// never repeats; a taken name (never seen in practice) draws again.
 ///
 /// `reserve` hears each name before its `mkdir`: the owner tells its watchdog,
 /// so a directory created just before the owner dies is still removed.
@@ -110,12 +109,11 @@ fn create_unique(
     prefix: &str,
     reserve: &mut dyn FnMut(&Path),
 ) -> io::Result<PathBuf> {
-    static SEQUENCE: AtomicU64 = AtomicU64::new(0);
     let pid = sys::getpid();
     let mut last = io::Error::from(io::ErrorKind::AlreadyExists);
     for _ in 0..64 {
-        let n = SEQUENCE.fetch_add(1, Ordering::Relaxed);
-        let path = parent.join(format!("{prefix}-{pid}-{n}"));
+        let n = sys::dirfd::random_u64()?;
+        let path = parent.join(format!("{prefix}-{pid}-{n:016x}"));
         reserve(&path);
         match fs::create_dir(&path) {
             Ok(()) => return Ok(path),
@@ -164,6 +162,8 @@ pub(crate) struct Leaf {
     path: PathBuf,
     procs: OwnedFd,
     dir: OwnedFd,
+    /// The cgroup id (the directory's inode), recorded in the ledger.
+    id: u64,
     /// Whether dropping the leaf removes the directory (until a tree owns it).
     owned: bool,
 }
@@ -203,11 +203,17 @@ impl Leaf {
             .open(path.join("cgroup.procs"))
             .map(OwnedFd::from);
         let dir = sys::open_dir(&path);
-        match procs.and_then(|procs| Ok((procs, dir?))) {
-            Ok((procs, dir)) => Ok(Self {
+        let opened = procs.and_then(|procs| {
+            let dir = dir?;
+            let id = sys::dirfd::meta(&dir)?.ino;
+            Ok((procs, dir, id))
+        });
+        match opened {
+            Ok((procs, dir, id)) => Ok(Self {
                 path,
                 procs,
                 dir,
+                id,
                 owned: true,
             }),
             Err(e) => {
@@ -219,6 +225,11 @@ impl Leaf {
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The cgroup id: the inode of the leaf's directory.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// The leaf's directory, for `clone3(CLONE_INTO_CGROUP)`.

@@ -231,10 +231,10 @@ impl Prepared {
         }
     }
 
-    /// The leaf cgroup, with the cgroup backend.
-    pub(crate) fn cgroup_path(&self) -> Option<PathBuf> {
+    /// The leaf cgroup and its id, with the cgroup backend.
+    pub(crate) fn cgroup(&self) -> Option<(PathBuf, u64)> {
         match self {
-            Prepared::Cgroup(leaf) => Some(leaf.path().to_owned()),
+            Prepared::Cgroup(leaf) => Some((leaf.path().to_owned(), leaf.id())),
             _ => None,
         }
     }

@@ -5,24 +5,31 @@
 //!
 //! One JSON file per tree in the ledger directory, written atomically
 //! (temporary file, then rename) so a reader never sees half a record, and
-//! removed when the tree is gone. See [`write()`] for why there is no fsync. Nothing in a record
-//! is trusted: every process it names is identity-checked (pid with start time
-//! and boot id) before any signal, and a cgroup path must lie inside the
-//! cgroup v2 mount and be one of corral's leaves.
+//! removed when the tree is gone. See [`write()`] for why there is no fsync.
+//! Every file is opened through one checked directory descriptor (`ledger/store.rs`):
+//! a record is read only if nobody but us could have written it. Even then
+//! every process it names is identity-checked (pid with start time and boot
+//! id) before any signal, and a cgroup must lie inside the cgroup v2 mount,
+//! be one of corral's leaves and still be the cgroup the record was written
+//! for (its inode).
 
 pub(crate) mod record;
+mod store;
 mod sweep;
 
 use std::{
+    ffi::OsString,
     fs, io,
     path::{Path, PathBuf},
     sync::{Mutex, OnceLock},
 };
 
 pub use record::{Identity, Record, VERSION};
+pub use store::RECORD_MAX;
 pub use sweep::{Entry, Owner, Sweep, SweepAction, list, sweep, terminate};
 
-use crate::sys;
+use crate::{error::Error, sys};
+use store::Store;
 
 static DIR_OVERRIDE: Mutex<Option<PathBuf>> = Mutex::new(None);
 
@@ -57,17 +64,6 @@ pub fn dir() -> PathBuf {
     std::env::temp_dir().join(format!("corral-{uid}"))
 }
 
-/// Creates the ledger directory (mode 0700) and checks that nobody else can
-/// write to it, since its records steer signals.
-fn ensure_dir(dir: &Path) -> io::Result<()> {
-    match fs::create_dir_all(dir) {
-        Ok(()) => {}
-        Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(error) => return Err(error),
-    }
-    sys::secure_dir(dir)
-}
-
 /// This process's PID namespace, as `/proc/self/ns/pid` names it.
 pub fn pid_ns() -> Option<String> {
     static NS: OnceLock<Option<String>> = OnceLock::new();
@@ -91,12 +87,13 @@ pub fn boot_id() -> String {
     .clone()
 }
 
-fn path_of(dir: &Path, id: &str) -> PathBuf {
-    dir.join(format!("{id}.json"))
+fn file_name(id: &str) -> OsString {
+    OsString::from(format!("{id}.json"))
 }
 
-/// Publishes `record` atomically: written to a temporary file, then renamed
-/// over the final name, so a reader sees the whole record or none of it.
+/// Publishes `record` atomically: written to a new file with an
+/// unpredictable name, then renamed over the final name, so a reader sees
+/// the whole record or none of it (see `ledger/store.rs` for the checks on the way).
 ///
 /// There is deliberately no fsync. A record names processes of the current
 /// boot; the only failure fsync guards against (a kernel crash or power loss
@@ -105,32 +102,41 @@ fn path_of(dir: &Path, id: &str) -> PathBuf {
 /// two fsyncs cost more than the rest of a spawn (BENCHMARKS.md).
 ///
 /// # Errors
-/// If the directory cannot be created or written.
-pub fn write(record: &Record) -> io::Result<()> {
+/// [`Error::LedgerRefused`] if the directory is not trusted or cannot be
+/// created or written.
+pub fn write(record: &Record) -> Result<(), Error> {
     let dir = dir();
-    ensure_dir(&dir)?;
-    let target = path_of(&dir, &record.id);
-    let temporary = dir.join(format!(".{}.tmp", record.id));
-    let bytes = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
-    sys::write_private(&temporary, &bytes)?;
-    fs::rename(&temporary, &target).inspect_err(|_| {
-        let _ = fs::remove_file(&temporary);
+    let written = Store::open(&dir, true)?
+        .map(|store| {
+            let bytes = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
+            store.publish(&file_name(&record.id), &bytes)
+        })
+        .unwrap_or_else(|| Err(io::ErrorKind::NotFound.into()));
+    written.map_err(|error| Error::LedgerRefused {
+        path: dir,
+        reason: format!("cannot write a record: {error}"),
     })
 }
 
 /// Removes the record with this id; a missing record is not an error.
 ///
 /// # Errors
-/// If the file exists but cannot be removed.
-pub fn remove(id: &str) -> io::Result<()> {
+/// If the directory is not trusted, or the file exists but cannot be
+/// removed.
+pub fn remove(id: &str) -> Result<(), Error> {
     remove_in(&dir(), id)
 }
 
-pub(crate) fn remove_in(dir: &Path, id: &str) -> io::Result<()> {
-    match fs::remove_file(path_of(dir, id)) {
-        Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
-        _ => Ok(()),
-    }
+pub(crate) fn remove_in(dir: &Path, id: &str) -> Result<(), Error> {
+    let Some(store) = Store::open(dir, false)? else {
+        return Ok(());
+    };
+    store
+        .remove(&file_name(id))
+        .map_err(|error| Error::LedgerRefused {
+            path: dir.to_owned(),
+            reason: format!("cannot remove the record {id}: {error}"),
+        })
 }
 
 /// A ledger file that could not be used, with the reason.
@@ -143,25 +149,32 @@ pub struct Unreadable {
 }
 
 /// Every record in `dir`, and the files that were skipped (torn, corrupt, of
-/// another version). A missing directory is an empty ledger.
-pub fn load(dir: &Path) -> (Vec<Record>, Vec<Unreadable>) {
+/// another version, a symlink, not a regular file of ours, too large). A
+/// missing directory is an empty ledger.
+///
+/// # Errors
+/// [`Error::LedgerRefused`] if the directory is not trusted: then nothing in
+/// it was read.
+pub fn load(dir: &Path) -> Result<(Vec<Record>, Vec<Unreadable>), Error> {
+    match Store::open(dir, false)? {
+        Some(store) => read_all(&store),
+        None => Ok((Vec::new(), Vec::new())),
+    }
+}
+
+/// Every record in an open ledger directory, and the files skipped.
+fn read_all(store: &Store) -> Result<(Vec<Record>, Vec<Unreadable>), Error> {
     let mut records = Vec::new();
     let mut skipped = Vec::new();
-    let Ok(entries) = fs::read_dir(dir) else {
-        return (records, skipped);
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with('.') || !name.ends_with(".json") {
-            continue;
-        }
-        let parsed = fs::read(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| Record::parse(&bytes));
+    let names = store.record_names().map_err(|error| Error::LedgerRefused {
+        path: store.path().to_owned(),
+        reason: format!("cannot list it: {error}"),
+    })?;
+    for name in names {
+        let path = store.path().join(&name);
+        let parsed = store.read(&name).and_then(|bytes| Record::parse(&bytes));
         match parsed {
-            Ok(record) if path_of(dir, &record.id) == path => records.push(record),
+            Ok(record) if file_name(&record.id) == name => records.push(record),
             Ok(record) => skipped.push(Unreadable {
                 path,
                 reason: format!("its id {:?} does not match the file name", record.id),
@@ -170,7 +183,7 @@ pub fn load(dir: &Path) -> (Vec<Record>, Vec<Unreadable>) {
         }
     }
     records.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
-    (records, skipped)
+    Ok((records, skipped))
 }
 
 #[cfg(test)]
@@ -190,12 +203,12 @@ mod tests {
         set_dir(&dir);
         let record = Record::sample("t1");
         write(&record).expect("written");
-        let (records, skipped) = load(&dir);
+        let (records, skipped) = load(&dir).expect("load");
         assert_eq!(records, vec![record]);
         assert!(skipped.is_empty());
         remove("t1").expect("removed");
         remove("t1").expect("removing twice is fine");
-        assert!(load(&dir).0.is_empty());
+        assert!(load(&dir).expect("load").0.is_empty());
         let _ = fs::remove_dir_all(&dir);
     }
 
@@ -218,7 +231,7 @@ mod tests {
         )
         .expect("write");
         fs::write(dir.join(".inflight.tmp"), b"{").expect("write");
-        let (records, skipped) = load(&dir);
+        let (records, skipped) = load(&dir).expect("load");
         assert_eq!(records, vec![good]);
         let mut names: Vec<String> = skipped
             .iter()

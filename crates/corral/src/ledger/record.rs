@@ -47,6 +47,11 @@ pub struct Record {
     pub members: Vec<Identity>,
     /// The leaf cgroup (cgroup backend).
     pub cgroup: Option<PathBuf>,
+    /// The leaf's cgroup id (its inode on the cgroup2 mount), checked before
+    /// anything is read from, written to or removed in the leaf: a path is a
+    /// name that another cgroup may carry later, the id is not.
+    #[serde(default)]
+    pub cgroup_id: Option<u64>,
     /// The command line, for `corral ps`.
     pub command: String,
     /// Seconds since the Unix epoch.
@@ -93,8 +98,16 @@ impl Record {
                 return Err(format!("bad pid {}", identity.pid));
             }
         }
-        if let Some(cgroup) = self.cgroup.as_ref().filter(|c| !is_corral_leaf(c)) {
-            return Err(format!("{} is not a corral cgroup leaf", cgroup.display()));
+        if let Some(cgroup) = &self.cgroup {
+            if !is_corral_leaf(cgroup) {
+                return Err(format!("{} is not a corral cgroup leaf", cgroup.display()));
+            }
+            if self.cgroup_id.is_none() {
+                return Err(format!(
+                    "the cgroup {} has no cgroup_id: which cgroup it meant cannot be checked",
+                    cgroup.display()
+                ));
+            }
         }
         Ok(())
     }
@@ -119,6 +132,7 @@ impl Record {
             }),
             members: Vec::new(),
             cgroup: None,
+            cgroup_id: None,
             command: "sleep 1".to_owned(),
             created_at: 1,
         }
@@ -169,6 +183,8 @@ mod tests {
                 serde_json::json!("/sys/fs/cgroup/unified/corral-1/../init.scope"),
             ),
             ("cgroup", serde_json::json!("relative/corral-1")),
+            // A leaf without its id: which cgroup it meant cannot be checked.
+            ("cgroup", serde_json::json!("/sys/fs/cgroup/unified/corral-1-0")),
             ("backend", serde_json::json!("docker")),
         ];
         for (field, value) in cases {

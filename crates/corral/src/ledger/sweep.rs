@@ -1,18 +1,25 @@
 //! Finding and ending the trees that ledger records name, by identity only.
 
 use std::{
-    fs,
+    ffi::{OsStr, OsString},
+    io,
+    os::fd::OwnedFd,
     path::Path,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
 use serde::Serialize;
 
-use super::{Record, Unreadable, boot_id, load, pid_ns, record::is_corral_leaf, remove_in};
+use super::{
+    Record, Unreadable, boot_id, file_name, load, pid_ns, read_all, record::is_corral_leaf,
+    store::Store,
+};
 use crate::{
     Backend, ProcessInfo, Signal,
     contain::{cgroup_mount, descendants},
+    error::Error,
     identity::{self, Stat},
+    sys::dirfd,
 };
 
 /// How long ending one recorded tree may take before it is reported as
@@ -32,6 +39,9 @@ pub enum Owner {
     /// The record is from another PID namespace: its pids cannot be judged
     /// from here, so it is left alone.
     OtherNamespace,
+    /// The owner's state could not be read (an error other than "no such
+    /// process"): the record is kept and nothing is signalled.
+    Unknown,
 }
 
 /// A record as `corral ps` shows it.
@@ -85,7 +95,79 @@ fn owner_state(record: &Record) -> Owner {
     }
     match identity::read_stat(record.owner.pid) {
         Ok(stat) if stat.start_time == record.owner.start_time && stat.is_running() => Owner::Alive,
-        _ => Owner::Dead,
+        // Another process has the pid now, or the owner is a zombie.
+        Ok(_) => Owner::Dead,
+        // Only "no such process" means dead; anything else keeps the record.
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Owner::Dead,
+        Err(error) => {
+            tracing::warn!(id = %record.id, %error, "cannot tell whether a ledger record's owner runs");
+            Owner::Unknown
+        }
+    }
+}
+
+/// A recorded cgroup leaf that is still the cgroup the record was written
+/// for: a corral leaf inside the cgroup v2 mount, opened without following a
+/// symlink, whose inode is the recorded cgroup id.
+struct Leaf {
+    parent: OwnedFd,
+    name: OsString,
+    dir: OwnedFd,
+}
+
+impl Leaf {
+    /// The leaf, if it exists and is the recorded one. Without a recorded id
+    /// (the watchdog hears of a leaf before its `mkdir`) the leaf is only
+    /// ever removed, never read or killed.
+    fn open(record: &Record) -> Option<(Self, bool)> {
+        let cgroup = record.cgroup.as_ref()?;
+        if !members_allowed(cgroup) {
+            return None;
+        }
+        let parent = dirfd::open_dir_at(None, cgroup.parent()?.as_os_str()).ok()?;
+        let name = cgroup.file_name()?.to_owned();
+        let dir = dirfd::open_dir_at(Some(&parent), &name).ok()?;
+        let ino = dirfd::meta(&dir).ok()?.ino;
+        let verified = match record.cgroup_id {
+            Some(id) if id == ino => true,
+            Some(id) => {
+                tracing::warn!(
+                    id = %record.id, cgroup = %cgroup.display(), recorded = id, found = ino,
+                    "a ledger record's cgroup is now another cgroup: left alone"
+                );
+                return None;
+            }
+            None => false,
+        };
+        Some((Self { parent, name, dir }, verified))
+    }
+
+    fn members(&self) -> Vec<Stat> {
+        let procs = dirfd::open_file_at(&self.dir, OsStr::new("cgroup.procs"))
+            .and_then(|fd| dirfd::read_capped(&fd, 1 << 20))
+            .unwrap_or_default();
+        String::from_utf8_lossy(&procs)
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .filter_map(|pid| identity::read_stat(pid).ok())
+            .filter(Stat::is_running)
+            .collect()
+    }
+
+    fn kill(&self) {
+        if let Ok(fd) = dirfd::open_for_write_at(&self.dir, OsStr::new("cgroup.kill")) {
+            let _ = dirfd::write_all(&fd, b"1");
+        }
+    }
+
+    /// Removes the leaf if it is still the one opened (same inode).
+    fn remove(&self) {
+        let same = dirfd::open_dir_at(Some(&self.parent), &self.name)
+            .and_then(|again| Ok((dirfd::meta(&again)?.ino, dirfd::meta(&self.dir)?.ino)))
+            .is_ok_and(|(now, then)| now == then);
+        if same {
+            let _ = dirfd::rmdir_at(&self.parent, &self.name);
+        }
     }
 }
 
@@ -97,17 +179,11 @@ pub(crate) fn members_of(record: &Record) -> Vec<Stat> {
     if record.boot_id != boot_id() || (record.pid_ns.is_some() && record.pid_ns != pid_ns()) {
         return Vec::new();
     }
-    if let Some(cgroup) = &record.cgroup {
-        if !is_corral_leaf(cgroup) || !cgroup_mount().is_some_and(|m| cgroup.starts_with(m)) {
-            return Vec::new();
-        }
-        let procs = fs::read_to_string(cgroup.join("cgroup.procs")).unwrap_or_default();
-        return procs
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .filter_map(|pid| identity::read_stat(pid).ok())
-            .filter(Stat::is_running)
-            .collect();
+    if record.cgroup.is_some() {
+        return match Leaf::open(record) {
+            Some((leaf, true)) => leaf.members(),
+            _ => Vec::new(),
+        };
     }
     let Ok(table) = identity::all_processes() else {
         return Vec::new();
@@ -145,12 +221,9 @@ pub(crate) fn members_of(record: &Record) -> Vec<Stat> {
 /// to a second for it to empty, and removes the cgroup leaf. Used by the
 /// watchdog when the owner dies, and by [`sweep`].
 pub fn terminate(record: &Record) -> SweepAction {
+    let leaf = Leaf::open(record);
     let found = members_of(record);
-    let cgroup_exists = record
-        .cgroup
-        .as_ref()
-        .is_some_and(|c| c.exists() && members_allowed(c));
-    if found.is_empty() && !cgroup_exists {
+    if found.is_empty() && leaf.is_none() {
         return SweepAction::Dropped;
     }
     let described: Vec<ProcessInfo> = found.iter().map(identity::describe).collect();
@@ -160,10 +233,9 @@ pub fn terminate(record: &Record) -> SweepAction {
         if left.is_empty() || Instant::now() >= deadline {
             break;
         }
-        match &record.cgroup {
-            Some(cgroup) => {
-                let _ = fs::write(cgroup.join("cgroup.kill"), b"1");
-            }
+        match &leaf {
+            Some((leaf, true)) => leaf.kill(),
+            Some((_, false)) => break,
             None => {
                 for stat in &left {
                     let _ = identity::signal_verified(stat.pid, stat.start_time, Signal::KILL);
@@ -172,8 +244,8 @@ pub fn terminate(record: &Record) -> SweepAction {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    if let Some(cgroup) = record.cgroup.as_ref().filter(|c| members_allowed(c)) {
-        let _ = fs::remove_dir(cgroup);
+    if let Some((leaf, _)) = &leaf {
+        leaf.remove();
     }
     let survivors = members_of(record).iter().map(identity::describe).collect();
     SweepAction::Killed {
@@ -189,15 +261,30 @@ fn members_allowed(cgroup: &Path) -> bool {
 /// Ends every recorded tree whose owner is dead and drops its record; with
 /// `dry_run`, only says what it would do. `only` narrows the sweep (the
 /// library's start-up sweep passes records of its own executable).
-pub fn sweep(dir: &Path, dry_run: bool, only: impl Fn(&Record) -> bool) -> Sweep {
-    let (records, skipped) = load(dir);
+///
+/// # Errors
+/// [`Error::LedgerRefused`] if the directory is not trusted: nothing was
+/// read or signalled.
+pub fn sweep(
+    dir: &Path,
+    dry_run: bool,
+    only: impl Fn(&Record) -> bool,
+) -> Result<Sweep, Error> {
+    let Some(store) = Store::open(dir, false)? else {
+        return Ok(Sweep {
+            dry_run,
+            actions: Vec::new(),
+            skipped: Vec::new(),
+        });
+    };
+    let (records, skipped) = read_all(&store)?;
     for unreadable in &skipped {
         tracing::warn!(path = %unreadable.path.display(), reason = %unreadable.reason, "skipping ledger file");
     }
     let mut actions = Vec::new();
     for record in records.into_iter().filter(|r| only(r)) {
         let action = match owner_state(&record) {
-            Owner::Alive | Owner::OtherNamespace => SweepAction::Skipped,
+            Owner::Alive | Owner::OtherNamespace | Owner::Unknown => SweepAction::Skipped,
             Owner::OtherBoot => SweepAction::Dropped,
             Owner::Dead if dry_run => {
                 let found: Vec<ProcessInfo> =
@@ -219,22 +306,25 @@ pub fn sweep(dir: &Path, dry_run: bool, only: impl Fn(&Record) -> bool) -> Sweep
             SweepAction::Skipped => false,
         };
         if done && !dry_run {
-            remove_in(dir, &record.id).unwrap_or_else(|error| {
+            store.remove(&file_name(&record.id)).unwrap_or_else(|error| {
                 tracing::warn!(id = %record.id, %error, "could not remove a ledger record");
             });
         }
         actions.push((record, action));
     }
-    Sweep {
+    Ok(Sweep {
         dry_run,
         actions,
         skipped,
-    }
+    })
 }
 
 /// Every record with its owner's state and its live members.
-pub fn list(dir: &Path) -> (Vec<Entry>, Vec<Unreadable>) {
-    let (records, skipped) = load(dir);
+///
+/// # Errors
+/// [`Error::LedgerRefused`] if the directory is not trusted.
+pub fn list(dir: &Path) -> Result<(Vec<Entry>, Vec<Unreadable>), Error> {
+    let (records, skipped) = load(dir)?;
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -247,11 +337,13 @@ pub fn list(dir: &Path) -> (Vec<Entry>, Vec<Unreadable>) {
             record,
         })
         .collect();
-    (entries, skipped)
+    Ok((entries, skipped))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     /// A record of this boot and PID namespace.

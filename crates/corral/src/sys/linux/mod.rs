@@ -12,6 +12,7 @@ use std::{
 use rustix::process::{Pid, PidfdFlags, WaitId, WaitIdOptions};
 
 mod clone3;
+pub(crate) mod dirfd;
 
 pub(crate) use clone3::{Clone3Error, Exec, spawn_into_cgroup};
 
@@ -263,45 +264,6 @@ pub(crate) fn getppid() -> i32 {
 /// The effective user id.
 pub(crate) fn geteuid() -> u32 {
     rustix::process::geteuid().as_raw()
-}
-
-/// Makes sure `dir` is a directory owned by us and writable by nobody else
-/// (mode 0700 is set on a directory we own), since its files steer signals.
-pub(crate) fn secure_dir(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let meta = std::fs::symlink_metadata(dir)?;
-    if !meta.is_dir() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{} is not a directory", dir.display()),
-        ));
-    }
-    if meta.uid() != geteuid() {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!(
-                "{} belongs to uid {}, not to us: refusing to trust it",
-                dir.display(),
-                meta.uid()
-            ),
-        ));
-    }
-    if meta.mode() & 0o077 != 0 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    }
-    Ok(())
-}
-
-/// Writes `bytes` to a new file at `path` readable by us only (mode 0600).
-pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    use std::{io::Write, os::unix::fs::OpenOptionsExt};
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(bytes)
 }
 
 /// Blocks until `fd` is readable (a pidfd: until its process exits).
