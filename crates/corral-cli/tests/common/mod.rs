@@ -134,7 +134,7 @@ pub fn has_signal(mask: u64, n: i32) -> bool {
 #[derive(Debug, Default)]
 pub struct Guard {
     procs: Vec<Proc>,
-    child: Option<Child>,
+    pub child: Option<Child>,
 }
 
 impl Guard {

@@ -104,28 +104,7 @@ impl Store {
             Err(error) => return Err(not_a_directory(path, &error)),
         };
         let meta = dirfd::meta(&dir).map_err(|e| refused(path, e.to_string()))?;
-        let me = sys::geteuid();
-        if meta.uid != me {
-            return Err(refused(
-                path,
-                format!(
-                    "owned by uid {} (mode {:04o}), not by uid {me}: another user could have \
-                     written its records; remove it, or {FIX}",
-                    meta.uid, meta.mode
-                ),
-            ));
-        }
-        if meta.mode & 0o022 != 0 {
-            return Err(refused(
-                path,
-                format!(
-                    "mode {:04o} lets others write records into it; run `chmod 700 {}` after \
-                     checking its files, or {FIX}",
-                    meta.mode,
-                    path.display()
-                ),
-            ));
-        }
+        check_dir(path, &meta)?;
         Ok(Some(Self {
             path: absolute,
             dir,
@@ -185,6 +164,33 @@ impl Store {
     }
 }
 
+/// The ledger directory itself must be ours and writable by nobody else.
+fn check_dir(path: &Path, meta: &Meta) -> Result<(), Error> {
+    let me = sys::geteuid();
+    if meta.uid != me {
+        return Err(refused(
+            path,
+            format!(
+                "owned by uid {} (mode {:04o}), not by uid {me}: another user could have \
+                 written its records; remove it, or {FIX}",
+                meta.uid, meta.mode
+            ),
+        ));
+    }
+    if meta.mode & 0o022 != 0 {
+        return Err(refused(
+            path,
+            format!(
+                "mode {:04o} lets others write records into it; run `chmod 700 {}` after \
+                 checking its files, or {FIX}",
+                meta.mode,
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// A record is believed only as a small regular file of ours.
 fn check_record(meta: &Meta) -> Result<(), String> {
     if !meta.is_file {
@@ -220,16 +226,18 @@ fn not_a_directory(path: &Path, error: &io::Error) -> Error {
 fn open_trusted_ancestors(dir: &Path) -> Result<OwnedFd, Error> {
     let mut fd = dirfd::open_dir_at(None, OsStr::new("/")).map_err(|e| refused(dir, e.to_string()))?;
     let mut walked = PathBuf::from("/");
-    check_ancestor(&walked, &fd)?;
-    for component in dir.components() {
-        let Component::Normal(name) = component else {
-            continue;
+    let mut names = dir.components().filter_map(|c| match c {
+        Component::Normal(name) => Some(name),
+        _ => None,
+    });
+    loop {
+        check_ancestor(&walked, &fd)?;
+        let Some(name) = names.next() else {
+            return Ok(fd);
         };
         walked.push(name);
         fd = dirfd::open_dir_at(Some(&fd), name).map_err(|e| not_a_directory(&walked, &e))?;
-        check_ancestor(&walked, &fd)?;
     }
-    Ok(fd)
 }
 
 fn check_ancestor(path: &Path, fd: &OwnedFd) -> Result<(), Error> {
