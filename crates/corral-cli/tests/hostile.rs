@@ -321,3 +321,76 @@ fn a_record_naming_a_live_foreign_leaf_is_left_alone() {
         String::from_utf8_lossy(&control.stdout)
     );
 }
+
+/// Thaws a v1 freezer cgroup and removes it, also when the test panics.
+struct Thaw(PathBuf);
+
+impl Drop for Thaw {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0.join("freezer.state"), "THAWED");
+        let _ = common::wait_until(Duration::from_secs(5), || {
+            std::fs::remove_dir(&self.0).is_ok()
+        });
+    }
+}
+
+/// The start-up sweep never holds up a spawn. Five records of a dead
+/// predecessor (this same `corral`) name a process frozen by the cgroup v1
+/// freezer, which `SIGKILL` cannot end until thawed, so ending each takes the
+/// sweep's full one-second bound (5 s in all). `corral run -- sleep 1` still
+/// returns after about a second, and the sweep does run meanwhile (the frozen
+/// process has the `SIGKILL` pending).
+#[test]
+fn a_slow_start_up_sweep_does_not_hold_up_a_spawn() {
+    if !is_root() {
+        println!("SKIPPED: freezing a process needs root");
+        return;
+    }
+    let freezer = PathBuf::from("/sys/fs/cgroup/freezer");
+    if !freezer.join("cgroup.procs").exists() {
+        println!("SKIPPED: no cgroup v1 freezer hierarchy here");
+        return;
+    }
+    let frozen = freezer.join(format!("corral-hostile-{}", std::process::id()));
+    if let Err(error) = std::fs::create_dir(&frozen) {
+        println!("SKIPPED: cannot make a freezer cgroup: {error}");
+        return;
+    }
+    let thaw = Thaw(frozen.clone());
+    let (guard, victim) = bystander();
+    std::fs::write(frozen.join("cgroup.procs"), victim.pid.to_string()).expect("into freezer");
+    std::fs::write(frozen.join("freezer.state"), "FROZEN").expect("freeze");
+    let exe = std::fs::canonicalize(common::corral_path()).expect("corral path");
+    let dir = own_dir("slow-sweep");
+    for n in 0..5 {
+        let mut record: serde_json::Value =
+            serde_json::from_str(&forged(&format!("slow{n}"), victim)).expect("json");
+        record["owner_exe"] = serde_json::json!(exe);
+        std::fs::write(dir.join(format!("slow{n}.json")), record.to_string()).expect("write");
+    }
+    let started = std::time::Instant::now();
+    let output = corral()
+        .args(["run", "-t", "10", "--", "sleep", "1"])
+        .env("CORRAL_LEDGER_DIR", &dir)
+        .env_remove("CORRAL_NO_STARTUP_SWEEP")
+        .output()
+        .expect("corral run");
+    let took = started.elapsed();
+    let kill_pending = common::wait_until(Duration::from_secs(3), || {
+        let masks = victim.signal_masks();
+        ["SigPnd", "ShdPnd"].iter().any(|k| {
+            masks
+                .get(*k)
+                .is_some_and(|m| common::has_signal(*m, libc::SIGKILL))
+        })
+    });
+    drop(thaw);
+    drop(guard);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        took < Duration::from_secs(4),
+        "the spawn waited for the start-up sweep: {took:?}"
+    );
+    assert!(kill_pending, "the start-up sweep did not run");
+}

@@ -184,7 +184,10 @@ mod tests {
             ),
             ("cgroup", serde_json::json!("relative/corral-1")),
             // A leaf without its id: which cgroup it meant cannot be checked.
-            ("cgroup", serde_json::json!("/sys/fs/cgroup/unified/corral-1-0")),
+            (
+                "cgroup",
+                serde_json::json!("/sys/fs/cgroup/unified/corral-1-0"),
+            ),
             ("backend", serde_json::json!("docker")),
         ];
         for (field, value) in cases {

@@ -72,7 +72,10 @@ impl Store {
             absolute.components().next_back(),
             Some(Component::ParentDir | Component::CurDir)
         ) {
-            return Err(refused(path, "must end in a directory name, not '.' or '..'"));
+            return Err(refused(
+                path,
+                "must end in a directory name, not '.' or '..'",
+            ));
         }
         let parent = match std::fs::canonicalize(parent) {
             Ok(parent) => parent,
@@ -224,7 +227,8 @@ fn not_a_directory(path: &Path, error: &io::Error) -> Error {
 /// nobody but us or root could replace any of them: each is owned by us or
 /// root and, if others may write to it, sticky (as `/tmp` is).
 fn open_trusted_ancestors(dir: &Path) -> Result<OwnedFd, Error> {
-    let mut fd = dirfd::open_dir_at(None, OsStr::new("/")).map_err(|e| refused(dir, e.to_string()))?;
+    let mut fd =
+        dirfd::open_dir_at(None, OsStr::new("/")).map_err(|e| refused(dir, e.to_string()))?;
     let mut walked = PathBuf::from("/");
     let mut names = dir.components().filter_map(|c| match c {
         Component::Normal(name) => Some(name),
@@ -273,4 +277,114 @@ fn create_parents(path: &Path) -> io::Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("corral-store-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    /// A new ledger directory is created with mode 0700 by the `mkdir`
+    /// itself, missing parents included.
+    #[test]
+    fn a_new_directory_is_private() {
+        let base = scratch("create");
+        let dir = base.join("nested").join("ledger");
+        let store = Store::open(&dir, true).expect("opens").expect("created");
+        let mode = std::fs::metadata(store.path()).expect("meta").mode() & 0o777;
+        let _ = std::fs::remove_dir_all(&base);
+        assert_eq!(mode, 0o700);
+    }
+
+    /// A missing directory is an empty ledger when reading; nothing is
+    /// created.
+    #[test]
+    fn a_missing_directory_is_not_created_for_reading() {
+        let dir = scratch("missing").join("ledger");
+        assert!(Store::open(&dir, false).expect("no error").is_none());
+        assert!(!dir.exists());
+    }
+
+    /// The directory is swapped for another (a symlink to a directory the
+    /// attacker reads) after the open: the write still lands in the
+    /// directory that was checked, through its descriptor.
+    #[test]
+    fn a_directory_swapped_after_the_open_is_not_written() {
+        let base = scratch("swap");
+        let dir = base.join("ledger");
+        let store = Store::open(&dir, true).expect("opens").expect("created");
+        let moved = base.join("moved");
+        let decoy = base.join("decoy");
+        std::fs::rename(&dir, &moved).expect("move away");
+        std::fs::create_dir(&decoy).expect("decoy");
+        std::os::unix::fs::symlink(&decoy, &dir).expect("swap in a symlink");
+        store.publish(OsStr::new("r.json"), b"{}").expect("written");
+        let in_checked = moved.join("r.json").exists();
+        let in_decoy = std::fs::read_dir(&decoy).expect("decoy").count();
+        let reopened = Store::open(&dir, false);
+        let _ = std::fs::remove_dir_all(&base);
+        assert!(in_checked, "the record is not in the checked directory");
+        assert_eq!(in_decoy, 0, "the record went through the swapped path");
+        assert!(
+            matches!(reopened, Err(Error::LedgerRefused { .. })),
+            "the swapped-in symlink is refused on the next open"
+        );
+    }
+
+    /// A name planted where the temporary file goes cannot capture the
+    /// write: temporary names are unpredictable and created exclusively, and
+    /// leave nothing behind.
+    #[test]
+    fn writes_use_fresh_temporary_names() {
+        let dir = scratch("temp");
+        let store = Store::open(&dir, true).expect("opens").expect("created");
+        std::os::unix::fs::symlink("/dev/null", dir.join(".r.json.tmp")).expect("plant");
+        for _ in 0..3 {
+            store.publish(OsStr::new("r.json"), b"{}").expect("written");
+        }
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .expect("dir")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        let content = std::fs::read(dir.join("r.json")).expect("record");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(names, [".r.json.tmp", "r.json"]);
+        assert_eq!(content, b"{}");
+    }
+
+    /// A directory others may write to is refused with the fix; so is one
+    /// whose parent others may write to without the sticky bit.
+    #[test]
+    fn open_directories_are_refused() {
+        let base = scratch("open");
+        let dir = base.join("ledger");
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o733)).expect("chmod");
+        let own = Store::open(&dir, false).map(|_| ());
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let parent = Store::open(&dir, false).map(|_| ());
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+        let sticky = Store::open(&dir, false).map(|_| ());
+        let _ = std::fs::remove_dir_all(&base);
+        let text = |r: Result<(), Error>| r.err().map(|e| e.to_string()).unwrap_or_default();
+        let own = text(own);
+        assert!(own.contains("chmod 700"), "{own}");
+        let parent = text(parent);
+        assert!(parent.contains("not sticky"), "{parent}");
+        assert!(
+            sticky.is_ok(),
+            "a sticky parent (as /tmp) is fine: {sticky:?}"
+        );
+    }
 }

@@ -93,7 +93,12 @@ fn owner_state(record: &Record) -> Owner {
     if record.pid_ns.is_some() && record.pid_ns != pid_ns() {
         return Owner::OtherNamespace;
     }
-    match identity::read_stat(record.owner.pid) {
+    owner_from(identity::read_stat(record.owner.pid), record)
+}
+
+/// The owner's state from what reading its `/proc` entry gave.
+fn owner_from(read: io::Result<Stat>, record: &Record) -> Owner {
+    match read {
         Ok(stat) if stat.start_time == record.owner.start_time && stat.is_running() => Owner::Alive,
         // Another process has the pid now, or the owner is a zombie.
         Ok(_) => Owner::Dead,
@@ -265,11 +270,7 @@ fn members_allowed(cgroup: &Path) -> bool {
 /// # Errors
 /// [`Error::LedgerRefused`] if the directory is not trusted: nothing was
 /// read or signalled.
-pub fn sweep(
-    dir: &Path,
-    dry_run: bool,
-    only: impl Fn(&Record) -> bool,
-) -> Result<Sweep, Error> {
+pub fn sweep(dir: &Path, dry_run: bool, only: impl Fn(&Record) -> bool) -> Result<Sweep, Error> {
     let Some(store) = Store::open(dir, false)? else {
         return Ok(Sweep {
             dry_run,
@@ -306,9 +307,11 @@ pub fn sweep(
             SweepAction::Skipped => false,
         };
         if done && !dry_run {
-            store.remove(&file_name(&record.id)).unwrap_or_else(|error| {
-                tracing::warn!(id = %record.id, %error, "could not remove a ledger record");
-            });
+            store
+                .remove(&file_name(&record.id))
+                .unwrap_or_else(|error| {
+                    tracing::warn!(id = %record.id, %error, "could not remove a ledger record");
+                });
         }
         actions.push((record, action));
     }
@@ -400,6 +403,34 @@ mod tests {
             untouched,
             "a directory outside the cgroup mount was touched"
         );
+    }
+
+    /// Only "no such process" makes an owner dead: any other error reading
+    /// its `/proc` entry (no permission, a torn read) keeps the record.
+    #[test]
+    fn only_no_such_process_means_the_owner_is_dead() {
+        let record = local_record("owner", Backend::Group);
+        let gone = io::Error::new(io::ErrorKind::NotFound, "gone");
+        assert_eq!(owner_from(Err(gone), &record), Owner::Dead);
+        for error in [
+            io::Error::from_raw_os_error(libc::EACCES),
+            io::Error::new(io::ErrorKind::InvalidData, "torn"),
+            io::Error::from_raw_os_error(libc::EIO),
+        ] {
+            assert_eq!(owner_from(Err(error), &record), Owner::Unknown);
+        }
+        let mut stat = Stat {
+            pid: record.owner.pid,
+            comm: "owner".to_owned(),
+            state: 'S',
+            ppid: 1,
+            pgid: record.owner.pid,
+            sid: record.owner.pid,
+            start_time: record.owner.start_time,
+        };
+        assert_eq!(owner_from(Ok(stat.clone()), &record), Owner::Alive);
+        stat.start_time += 1;
+        assert_eq!(owner_from(Ok(stat), &record), Owner::Dead);
     }
 
     /// A group tree's members include its group's processes that are not
