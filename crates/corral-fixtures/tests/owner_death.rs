@@ -406,6 +406,11 @@ fn startup_sweep_ends_a_crashed_predecessors_tree() {
         "the successor's start-up sweep did not end {:?}",
         gone.err()
     );
+    // The sweep runs beside the spawn: its record removal follows the kill.
+    let deadline = Instant::now() + BOUND;
+    while records(&dir).len() != 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(
         records(&dir).len(),
         1,
