@@ -3,7 +3,9 @@
 //!
 //! Three backends, probed at run time in this order:
 //! - [`Backend::Cgroup`]: a cgroup v2 leaf per invocation. The only Linux
-//!   mechanism that holds `setsid` and double-fork escapes unconditionally;
+//!   mechanism that holds `setsid` and double-fork escapes whatever the
+//!   process tree does (a member allowed to write another cgroup's
+//!   `cgroup.procs` can still leave: see `docs/security.md`);
 //!   killed with `cgroup.kill`, emptiness learnt from `cgroup.events`.
 //! - [`Backend::Subreaper`]: this process becomes a child subreaper, so every
 //!   orphan of the tree re-parents to it and stays findable through `/proc`.
