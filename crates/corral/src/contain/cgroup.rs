@@ -6,8 +6,20 @@
 //! outside it. `cgroup.kill` kills every member atomically, including ones
 //! forked during the kill; `cgroup.events` says `populated 0` once all have
 //! exited, announced through inotify. Zombies do not count as populated.
+//!
+//! A member that may write another cgroup's `cgroup.procs` (root, or the
+//! owner of a delegated subtree) can move itself out of the leaf, and then
+//! neither `cgroup.kill` nor `populated 0` sees it. So the tree remembers
+//! every member it lists (pid and start time, read while the pid is in the
+//! leaf), and at the end of a cleanup ends, by identity, each one that still
+//! runs outside the leaf ([`CgroupTree::end_departed`]). Members are listed
+//! whenever the leaf is read anyway: at each signal before `SIGKILL` and for
+//! the report; a member that left before the first listing is not known.
+//! Run the command as another user ([`Command::user`](crate::Command::user))
+//! and it cannot leave at all.
 
 use std::{
+    collections::HashSet,
     fs, io,
     os::fd::{AsFd, OwnedFd},
     path::{Path, PathBuf},
@@ -30,6 +42,52 @@ pub(crate) fn find_v2_mount(mountinfo: &str) -> Option<PathBuf> {
         let fstype = right.split_whitespace().next()?;
         (fstype == "cgroup2").then(|| left.split_whitespace().nth(4).map(unescape))?
     })
+}
+
+/// Whether the cgroup v2 mount that [`find_v2_mount`] picks has the
+/// `nsdelegate` super option (the comma-separated list after the source):
+/// then a cgroup namespace's root is a delegation boundary, and the kernel
+/// refuses to move a process in the namespace to a cgroup outside it.
+pub(crate) fn has_nsdelegate(mountinfo: &str) -> bool {
+    mountinfo
+        .lines()
+        .find_map(|line| {
+            let (_, right) = line.split_once(" - ")?;
+            let mut fields = right.split_whitespace();
+            (fields.next()? == "cgroup2").then(|| fields.nth(1).unwrap_or_default())
+        })
+        .is_some_and(|options| options.split(',').any(|o| o == "nsdelegate"))
+}
+
+/// Whether this machine's cgroup v2 mount has `nsdelegate` (read once).
+pub(crate) fn delegates_namespaces() -> bool {
+    static NSDELEGATE: OnceLock<bool> = OnceLock::new();
+    *NSDELEGATE.get_or_init(|| {
+        fs::read_to_string("/proc/self/mountinfo").is_ok_and(|text| has_nsdelegate(&text))
+    })
+}
+
+/// The first of `leaf`'s `cgroup.procs` and its ancestors' (up to the mount)
+/// that the user `uid` in group `gid` may write, going by owner and mode: a
+/// process of that user could move itself through it, out of the leaf.
+pub(crate) fn writable_by(leaf: &Path, uid: u32, gid: Option<u32>) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mount = mount()?;
+    let mut dir = Some(leaf);
+    while let Some(current) = dir.filter(|d| d.starts_with(mount)) {
+        let procs = current.join("cgroup.procs");
+        if let Ok(meta) = fs::metadata(&procs) {
+            let mode = meta.mode();
+            let writable = (meta.uid() == uid && mode & 0o200 != 0)
+                || (gid == Some(meta.gid()) && mode & 0o020 != 0)
+                || mode & 0o002 != 0;
+            if writable {
+                return Some(procs);
+            }
+        }
+        dir = current.parent();
+    }
+    None
 }
 
 /// mountinfo escapes space, tab, newline and backslash as `\ooo`.
@@ -239,6 +297,7 @@ impl Leaf {
             path: self.path.clone(),
             watch: None,
             removed: false,
+            seen: HashSet::new(),
         };
         let events = self.path.join("cgroup.events");
         let watch = sys::open_events(&events).map_err(|source| Error::Cgroup {
@@ -265,6 +324,18 @@ pub(crate) struct CgroupTree {
     path: PathBuf,
     watch: Option<AsyncFd<OwnedFd>>,
     removed: bool,
+    /// Every member listed in the leaf so far, as (pid, start time): one that
+    /// moved itself out is still ours (see the module's documentation).
+    seen: HashSet<(i32, u64)>,
+}
+
+/// Members that had moved themselves out of the leaf, found at the end.
+#[derive(Debug, Default)]
+pub(crate) struct Departed {
+    /// Each one found running outside the leaf and sent `SIGKILL`.
+    pub(crate) killed: Vec<ProcessInfo>,
+    /// Those of them still running when the bound passed.
+    pub(crate) surviving: Vec<ProcessInfo>,
 }
 
 impl CgroupTree {
@@ -295,14 +366,83 @@ impl CgroupTree {
             return Ok(None);
         }
         let mut delivered = 0;
+        let mut seen = Vec::new();
         for pid in self.pids()? {
-            match identity::signal_if(pid, signal, || Ok(self.holds(pid))) {
+            let belongs = || {
+                // The start time is read before the leaf is checked: if the
+                // pid was recycled in between, the identity remembered is a
+                // process that is gone, never a bystander.
+                let stat = identity::read_stat(pid);
+                let inside = self.holds(pid);
+                if let Ok(stat) = stat
+                    && inside
+                    && stat.is_running()
+                {
+                    seen.push((pid, stat.start_time));
+                }
+                Ok(inside)
+            };
+            match identity::signal_if(pid, signal, belongs) {
                 Ok(identity::Delivery::Sent) => delivered += 1,
                 Ok(identity::Delivery::Gone) => {}
                 Err(error) => tracing::warn!(pid, %signal, %error, "signal failed"),
             }
         }
+        self.seen.extend(seen);
         Ok(Some(delivered))
+    }
+
+    /// Sends `SIGKILL`, by identity, to every remembered member that still
+    /// runs outside the leaf, and names them.
+    fn kill_departed(&self) -> Vec<ProcessInfo> {
+        let mut killed = Vec::new();
+        for &(pid, start_time) in &self.seen {
+            let mut found = None;
+            let departed = || {
+                let stat = match identity::read_stat(pid) {
+                    Ok(stat) => stat,
+                    Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(false),
+                    Err(error) => return Err(error),
+                };
+                // Still inside: a survivor, reported as such.
+                if stat.start_time != start_time || !stat.is_running() || self.holds(pid) {
+                    return Ok(false);
+                }
+                found = Some(identity::describe(&stat));
+                Ok(true)
+            };
+            match identity::signal_if(pid, Signal::KILL, departed) {
+                Ok(identity::Delivery::Sent) => {
+                    tracing::warn!(pid, "a member had left the leaf cgroup: killed by identity");
+                    killed.extend(found);
+                }
+                Ok(identity::Delivery::Gone) => {}
+                Err(error) => tracing::warn!(pid, %error, "killing a departed member failed"),
+            }
+        }
+        killed
+    }
+
+    /// At the end of a cleanup: ends the remembered members that moved
+    /// themselves out of the leaf (`SIGKILL` by identity), and waits up to
+    /// `bound` for them to be gone.
+    pub(crate) async fn end_departed(&mut self, bound: Duration) -> Departed {
+        let killed = self.kill_departed();
+        if killed.is_empty() {
+            return Departed::default();
+        }
+        let running = |p: &ProcessInfo| {
+            identity::read_stat(p.pid)
+                .is_ok_and(|stat| stat.start_time == p.start_time && stat.is_running())
+        };
+        // Rare (only after an escape), so a short poll rather than a pidfd
+        // per process.
+        let until = Instant::now() + bound;
+        while killed.iter().any(running) && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let surviving = killed.iter().filter(|p| running(p)).cloned().collect();
+        Departed { killed, surviving }
     }
 
     fn kill(&self) -> io::Result<()> {
@@ -335,25 +475,39 @@ impl CgroupTree {
         }
     }
 
-    pub(crate) fn members(&self) -> Vec<ProcessInfo> {
-        self.pids()
+    pub(crate) fn members(&mut self) -> Vec<ProcessInfo> {
+        let members: Vec<ProcessInfo> = self
+            .pids()
             .unwrap_or_default()
             .into_iter()
             .filter_map(|pid| identity::read_stat(pid).ok())
             .filter(identity::Stat::is_running)
             .map(|stat| identity::describe(&stat))
-            .collect()
+            .collect();
+        // Read before the leaf check, as in `signal`.
+        let inside: Vec<(i32, u64)> = members
+            .iter()
+            .filter(|m| self.holds(m.pid))
+            .map(|m| (m.pid, m.start_time))
+            .collect();
+        self.seen.extend(inside);
+        members
     }
 
+    /// `cgroup.kill`, and `SIGKILL` by identity to remembered members that
+    /// left the leaf (synchronous, without waiting).
     pub(crate) fn kill_now(&self) {
         if let Err(error) = self.kill() {
             tracing::warn!(path = %self.path.display(), %error, "cgroup.kill failed");
         }
+        self.kill_departed();
     }
 
     /// Moves every member to the parent cgroup, then removes the leaf. A
     /// member forked during the move is caught by the next round.
     pub(crate) fn release(&mut self) -> bool {
+        // Released on purpose: no longer ours to end.
+        self.seen.clear();
         let Some(parent) = self.path.parent() else {
             return false;
         };
@@ -490,6 +644,7 @@ mod tests {
             path: path.to_owned(),
             watch: None,
             removed: false,
+            seen: HashSet::new(),
         }
     }
 
@@ -601,6 +756,43 @@ mod tests {
         ] {
             assert_eq!(unescape(field), PathBuf::from(path), "{field:?}");
         }
+    }
+
+    #[test]
+    fn nsdelegate_is_read_from_the_v2_mounts_super_options() {
+        assert!(!has_nsdelegate(HYBRID));
+        let delegated = "29 23 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot\n";
+        assert!(has_nsdelegate(delegated));
+        // A mount option (left of " - ") is not a super option.
+        assert!(!has_nsdelegate(
+            "29 23 0:26 / /sys/fs/cgroup rw,nsdelegate - cgroup2 cgroup2 rw\n"
+        ));
+        // Only the cgroup2 mount counts, and only a whole option.
+        assert!(!has_nsdelegate(
+            "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,nsdelegate\n"
+        ));
+        assert!(!has_nsdelegate(
+            "41 31 0:38 / /u rw - cgroup2 cgroup2 rw,nsdelegatex\n"
+        ));
+        assert!(!has_nsdelegate("41 31 0:38 / /u rw - cgroup2\n"));
+        assert!(!has_nsdelegate("garbage\n"));
+    }
+
+    /// A leaf made by root is writable by root only: another user cannot
+    /// move a process through its `cgroup.procs` or its ancestors'.
+    #[test]
+    fn a_leaf_made_by_root_is_not_writable_by_another_user() {
+        let Some(leaf) = leaf() else {
+            return;
+        };
+        let nobody = writable_by(leaf.path(), 65534, Some(65534));
+        let me = sys::geteuid();
+        let owner = writable_by(leaf.path(), me, None);
+        drop(leaf);
+        if me == 0 {
+            assert_eq!(nobody, None);
+        }
+        assert!(owner.is_some(), "the creator can write its own leaf");
     }
 
     #[test]

@@ -1,0 +1,264 @@
+//! Leaving the leaf: a member that may write another cgroup's `cgroup.procs`
+//! (root can) moves itself out of its leaf cgroup, where neither
+//! `cgroup.kill` nor `populated 0` sees it. corral remembers the members it
+//! listed and ends such a one by identity, naming it in `left_cgroup`; a
+//! command run as another user cannot leave at all.
+//!
+//! Needs the cgroup backend (root or a delegated subtree); the user tests
+//! need root. Elsewhere they print `SKIPPED:` and pass.
+
+mod common;
+
+use std::{path::PathBuf, time::Duration};
+
+use common::{Bystander, Proc, READY_TIMEOUT, is_running, kill_leftovers, parse_ready};
+use corral::{Backend, BackendChoice, Command, Error, Finished, Outcome, OutputTap};
+use tokio_util::sync::CancellationToken;
+
+const GRACE: Duration = Duration::from_millis(300);
+const FINAL: Duration = Duration::from_secs(1);
+/// Scheduling slack on a loaded 2-core machine.
+const SLACK: Duration = Duration::from_secs(3);
+/// `nobody` on Debian and most distributions.
+const NOBODY: u32 = 65534;
+
+/// Where leaves are created, or `None` (said as skipped) without the cgroup
+/// backend.
+fn cgroup_parent() -> Option<PathBuf> {
+    let parent = corral::capabilities().cgroup_parent;
+    if parent.is_none() {
+        println!("SKIPPED: the cgroup backend is not available here");
+    }
+    parent
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Kills whatever a failing test left behind, by identity.
+struct Leftovers(Vec<Proc>);
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        kill_leftovers(&self.0);
+    }
+}
+
+/// The first line of output, once it is there.
+async fn first_line(tap: &mut OutputTap) -> String {
+    let ready = tokio::time::timeout(READY_TIMEOUT, tap.wait_for(|b| b.contains(&b'\n')))
+        .await
+        .expect("a first line in time");
+    assert!(ready, "the command ended before its first line");
+    String::from_utf8_lossy(&tap.snapshot())
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn spawned(result: Result<corral::Child, Error>) -> Option<corral::Child> {
+    match result {
+        Ok(child) => Some(child),
+        Err(Error::BackendUnavailable { reason, .. }) => {
+            println!("SKIPPED: the cgroup backend is not available here: {reason}");
+            None
+        }
+        Err(error) => panic!("{error}"),
+    }
+}
+
+/// Bounded, and nothing left in the leaf or outside it.
+fn assert_contained(finished: &Finished, took: Duration, leaf: &std::path::Path) {
+    assert!(
+        took < GRACE + FINAL + SLACK,
+        "the call took {took:?}: {:?}",
+        finished.report
+    );
+    assert!(
+        finished.report.survivors.is_empty(),
+        "{:?}",
+        finished.report
+    );
+    assert!(!finished.report.cgroup_left, "{:?}", finished.report);
+    assert!(
+        !leaf.exists(),
+        "the leaf {} was left behind",
+        leaf.display()
+    );
+}
+
+/// A member that moves itself into the parent cgroup when asked to stop (as
+/// root it may): the tree is still ended, that process is killed by identity
+/// and named in `left_cgroup`, not passed over as "no survivors". The member
+/// then execs into `sleep`: still the same process, still ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_left_the_leaf_is_ended_and_reported() {
+    let Some(parent) = cgroup_parent() else {
+        return;
+    };
+    let bystander = Bystander::spawn();
+    let token = CancellationToken::new();
+    // The leader starts the escaper and waits; the escaper, on SIGTERM,
+    // writes 0 (itself) to the parent's cgroup.procs and becomes `sleep`.
+    let escaper = "trap 'echo 0 > \"$PARENT/cgroup.procs\"; exec sleep 60' TERM; \
+                   sleep 60 & echo ready $$; wait";
+    let command = Command::new("sh")
+        .args(["-c", "sh -c \"$ESCAPER\" & wait"])
+        .env("ESCAPER", escaper)
+        .env("PARENT", &parent)
+        .backend(BackendChoice::Only(Backend::Cgroup))
+        .grace(GRACE)
+        .final_bound(FINAL)
+        .cancel_on(token.clone());
+    let Some(child) = spawned(command.spawn().await) else {
+        return;
+    };
+    let leaf = child.cgroup().expect("a leaf").to_owned();
+    let mut tap = child.stdout_tap().expect("captured");
+    let procs = parse_ready(&first_line(&mut tap).await);
+    let escaper = procs[0];
+    let _cleanup = Leftovers(procs.clone());
+
+    let started = std::time::Instant::now();
+    token.cancel();
+    let finished = child.wait().await.expect("a result");
+    let took = started.elapsed();
+
+    assert_eq!(finished.outcome, Outcome::Cancelled);
+    let left: Vec<(i32, u64)> = finished
+        .report
+        .left_cgroup
+        .iter()
+        .map(|p| (p.pid, p.start_time))
+        .collect();
+    assert_eq!(
+        left,
+        [(escaper.pid, escaper.start_time)],
+        "the member that left the leaf is named: {:?}",
+        finished.report
+    );
+    assert!(
+        !is_running(&escaper),
+        "the member that left the leaf still runs"
+    );
+    assert!(finished.report.escalated, "{:?}", finished.report);
+    assert_contained(&finished, took, &leaf);
+    assert!(bystander.is_running(), "a bystander was killed");
+}
+
+/// Run as another user (here `nobody`), the same move is refused by the
+/// kernel: the leaf and its ancestors belong to root. The tree is contained
+/// and nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_run_as_another_user_cannot_leave_the_leaf() {
+    if !is_root() {
+        return println!("SKIPPED: running as another user needs root");
+    }
+    let Some(parent) = cgroup_parent() else {
+        return;
+    };
+    // Tries at once and again on SIGTERM, and says how the first went.
+    let script = "trap 'echo 0 > \"$PARENT/cgroup.procs\"; exec sleep 60' TERM; \
+                  if echo 0 > \"$PARENT/cgroup.procs\"; then r=moved; else r=refused; fi; \
+                  sleep 60 & echo ready $$ $r $(id -u) $(id -g) $(id -G); wait";
+    let token = CancellationToken::new();
+    let command = Command::new("sh")
+        .args(["-c", script])
+        .env("PARENT", &parent)
+        .current_dir("/")
+        .user(NOBODY)
+        .group(NOBODY)
+        .backend(BackendChoice::Only(Backend::Cgroup))
+        .grace(GRACE)
+        .final_bound(FINAL)
+        .cancel_on(token.clone());
+    let Some(child) = spawned(command.spawn().await) else {
+        return;
+    };
+    let leaf = child.cgroup().expect("a leaf").to_owned();
+    let mut tap = child.stdout_tap().expect("captured");
+    let line = first_line(&mut tap).await;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let leader = parse_ready(&words[..2].join(" "));
+    let _cleanup = Leftovers(leader.clone());
+
+    let started = std::time::Instant::now();
+    token.cancel();
+    let finished = child.wait().await.expect("a result");
+    let took = started.elapsed();
+
+    let nobody = NOBODY.to_string();
+    assert_eq!(
+        words[2..],
+        ["refused", &nobody, &nobody, &nobody],
+        "runs as nobody:nobody with no other group, and the move is refused \
+         (stderr: {})",
+        finished.stderr.text()
+    );
+    assert!(
+        finished.stderr.text().contains("Permission denied"),
+        "the kernel said EACCES: {}",
+        finished.stderr.text()
+    );
+    assert!(
+        finished.report.left_cgroup.is_empty(),
+        "{:?}",
+        finished.report
+    );
+    assert!(!is_running(&leader[0]));
+    assert_contained(&finished, took, &leaf);
+}
+
+/// A user change is applied on every backend (through clone3 into the leaf,
+/// or through the pre-exec hook of std's spawn).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_user_and_group_are_applied_on_every_backend() {
+    if !is_root() {
+        return println!("SKIPPED: running as another user needs root");
+    }
+    for backend in [Backend::Cgroup, Backend::Subreaper, Backend::Group] {
+        let command = Command::new("sh")
+            .args(["-c", "echo $(id -u) $(id -g) $(id -G)"])
+            .current_dir("/")
+            .user(NOBODY)
+            .group(NOBODY)
+            .backend(BackendChoice::Only(backend))
+            .timeout(Duration::from_secs(10));
+        let finished = match command.run().await {
+            Ok(finished) => finished,
+            Err(Error::BackendUnavailable { reason, .. }) => {
+                println!("SKIPPED: backend {backend} is not available here: {reason}");
+                continue;
+            }
+            Err(error) => panic!("{backend}: {error}"),
+        };
+        assert_eq!(
+            finished.outcome,
+            Outcome::Exited { code: 0 },
+            "{backend}: {}",
+            finished.stderr.text()
+        );
+        let nobody = NOBODY.to_string();
+        assert_eq!(
+            finished.stdout.text().trim(),
+            [nobody.as_str(); 3].join(" "),
+            "{backend}"
+        );
+    }
+}
+
+/// Without root, a user change is refused before anything runs, with a
+/// message that names the fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_change_without_root_is_refused_up_front() {
+    if is_root() {
+        return println!("SKIPPED: as root any user may be taken on");
+    }
+    let result = Command::new("true").user(NOBODY).run().await;
+    let Err(error @ Error::Spawn { .. }) = result else {
+        panic!("not refused: {result:?}");
+    };
+    assert!(error.to_string().contains("needs root"), "{error}");
+}
