@@ -109,6 +109,13 @@ fn command(args: &RunArgs, cancel: CancellationToken) -> anyhow::Result<corral::
         .final_bound(args.final_bound)
         .backend(args.backend.choice())
         .cancel_on(cancel);
+    let command = match &args.user {
+        Some(spec) => {
+            let ids = crate::user::resolve(spec)?;
+            command.user(ids.uid).group(ids.gid)
+        }
+        None => command,
+    };
     Ok(if args.timeout.is_zero() {
         command
     } else {
