@@ -8,6 +8,9 @@
 //! need root. Elsewhere they print `SKIPPED:` and pass.
 
 mod common;
+#[allow(dead_code)] // Only `in_child` and `runtime` are needed here.
+#[path = "faults/support.rs"]
+mod support;
 
 use std::{path::PathBuf, time::Duration};
 
@@ -261,4 +264,66 @@ async fn a_user_change_without_root_is_refused_up_front() {
         panic!("not refused: {result:?}");
     };
     assert!(error.to_string().contains("needs root"), "{error}");
+}
+
+/// Where the cgroup2 mount has `nsdelegate`, the leader gets a cgroup
+/// namespace rooted at its leaf (the kernel then refuses moves out of it,
+/// root's too). This machine's mount may lack the option, so the test
+/// injects it (`CORRAL_FAULTS=nsdelegate`) and checks the namespace: the
+/// leader sees its leaf as `/`. The kernel's refusal itself is exercised
+/// only on a machine mounted with `nsdelegate`.
+#[test]
+fn the_leader_gets_a_cgroup_namespace_where_nsdelegate() {
+    const NAME: &str = "the_leader_gets_a_cgroup_namespace_where_nsdelegate";
+    if !is_root() {
+        return println!("SKIPPED: a cgroup namespace needs root");
+    }
+    if let support::Run::Done = support::in_child(NAME, "nsdelegate", false) {
+        return;
+    }
+    let runtime = support::runtime();
+    let Some(finished) = runtime.block_on(async {
+        let command = Command::new("cat")
+            .arg("/proc/self/cgroup")
+            .backend(BackendChoice::Only(Backend::Cgroup))
+            .timeout(Duration::from_secs(10));
+        spawned(command.spawn().await)?.wait().await.ok()
+    }) else {
+        return;
+    };
+    let cgroup = finished.stdout.text();
+    assert!(
+        cgroup.lines().any(|line| line == "0::/"),
+        "the leader is the root of its own cgroup namespace: {cgroup:?} ({})",
+        finished.stderr.text()
+    );
+}
+
+/// Without `nsdelegate` (and without the injected fault) the leader shares
+/// corral's cgroup namespace and sees its leaf's full path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_cgroup_namespace_without_nsdelegate() {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    if mountinfo
+        .lines()
+        .any(|l| l.contains(" - cgroup2 ") && l.contains("nsdelegate"))
+    {
+        return println!("SKIPPED: this machine's cgroup2 mount has nsdelegate");
+    }
+    let command = Command::new("cat")
+        .arg("/proc/self/cgroup")
+        .backend(BackendChoice::Only(Backend::Cgroup))
+        .timeout(Duration::from_secs(10));
+    let Some(child) = spawned(command.spawn().await) else {
+        return;
+    };
+    let leaf = child.cgroup().expect("a leaf").to_owned();
+    let finished = child.wait().await.expect("a result");
+    let name = leaf.file_name().expect("a name").to_string_lossy();
+    let text = finished.stdout.text();
+    assert!(
+        text.lines()
+            .any(|line| line.starts_with("0::/") && line.ends_with(&*name)),
+        "{text:?}"
+    );
 }
