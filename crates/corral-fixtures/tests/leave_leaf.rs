@@ -151,6 +151,66 @@ async fn a_member_that_left_the_leaf_is_ended_and_reported() {
     assert!(bystander.is_running(), "a bystander was killed");
 }
 
+/// A member that left the leaf and then forked: its child was never in the
+/// leaf, never listed, but is found through its parent and ended too. A
+/// member that ignores SIGTERM keeps the leaf populated until `SIGKILL`, so
+/// the fork happens before corral looks outside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_departed_member_forked_outside_is_ended_too() {
+    let Some(parent) = cgroup_parent() else {
+        return;
+    };
+    let token = CancellationToken::new();
+    let escaper = "trap 'echo 0 > \"$PARENT/cgroup.procs\"; sleep 60 & exec sleep 60' TERM; \
+                   sleep 60 & echo ready $$; wait";
+    let command = Command::new("sh")
+        .args([
+            "-c",
+            "sh -c \"$ESCAPER\" & sh -c \"trap '' TERM; exec sleep 60\" & wait",
+        ])
+        .env("ESCAPER", escaper)
+        .env("PARENT", &parent)
+        .backend(BackendChoice::Only(Backend::Cgroup))
+        .grace(GRACE * 3) // time to move and fork, on a loaded machine
+        .final_bound(FINAL)
+        .cancel_on(token.clone());
+    let Some(child) = spawned(command.spawn().await) else {
+        return;
+    };
+    let leaf = child.cgroup().expect("a leaf").to_owned();
+    let mut tap = child.stdout_tap().expect("captured");
+    let procs = parse_ready(&first_line(&mut tap).await);
+    let escaper = procs[0];
+    let _cleanup = Leftovers(procs.clone());
+
+    let started = std::time::Instant::now();
+    token.cancel();
+    let finished = child.wait().await.expect("a result");
+    let took = started.elapsed().saturating_sub(GRACE * 2);
+
+    let left: Vec<Proc> = finished
+        .report
+        .left_cgroup
+        .iter()
+        .map(|p| Proc {
+            pid: p.pid,
+            start_time: p.start_time,
+        })
+        .collect();
+    let _cleanup_left = Leftovers(left.clone());
+    assert_eq!(
+        left.len(),
+        2,
+        "the member and its child: {:?}",
+        finished.report
+    );
+    assert!(left.contains(&escaper), "{:?}", finished.report);
+    for p in &left {
+        assert!(!is_running(p), "{p:?} still runs");
+    }
+    assert_contained(&finished, took, &leaf);
+}
+
 /// Run as another user (here `nobody`), the same move is refused by the
 /// kernel: the leaf and its ancestors belong to root. The tree is contained
 /// and nothing is left.

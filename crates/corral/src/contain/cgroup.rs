@@ -12,11 +12,13 @@
 //! neither `cgroup.kill` nor `populated 0` sees it. So the tree remembers
 //! every member it lists (pid and start time, read while the pid is in the
 //! leaf), and at the end of a cleanup ends, by identity, each one that still
-//! runs outside the leaf ([`CgroupTree::end_departed`]). Members are listed
+//! runs outside the leaf, with what it forked since that is still linked to
+//! it by parent pid ([`CgroupTree::end_departed`]). Members are listed
 //! whenever the leaf is read anyway: at each signal before `SIGKILL` and for
-//! the report; a member that left before the first listing is not known.
-//! Run the command as another user ([`Command::user`](crate::Command::user))
-//! and it cannot leave at all.
+//! the report; a member that left before the first listing is not known, nor
+//! is an orphan of a departed member (re-parented, so unlinked). Run the
+//! command as another user ([`Command::user`](crate::Command::user)) and it
+//! cannot leave at all.
 
 use std::{
     collections::HashSet,
@@ -394,25 +396,54 @@ impl CgroupTree {
     }
 
     /// Sends `SIGKILL`, by identity, to every remembered member that still
-    /// runs outside the leaf, and names them.
+    /// runs outside the leaf, and to the processes it forked since (still
+    /// linked to it by their parent pid), and names them.
     fn kill_departed(&self) -> Vec<ProcessInfo> {
-        let mut killed = Vec::new();
-        for &(pid, start_time) in &self.seen {
-            let mut found = None;
-            let departed = || {
-                let stat = match identity::read_stat(pid) {
-                    Ok(stat) => stat,
-                    Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(false),
-                    Err(error) => return Err(error),
-                };
-                // Still inside: a survivor, reported as such.
-                if stat.start_time != start_time || !stat.is_running() || self.holds(pid) {
-                    return Ok(false);
-                }
-                found = Some(identity::describe(&stat));
-                Ok(true)
+        let running_outside = |pid: i32, start_time: u64| -> io::Result<Option<identity::Stat>> {
+            let stat = match identity::read_stat(pid) {
+                Ok(stat) => stat,
+                Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(error) => return Err(error),
             };
-            match identity::signal_if(pid, Signal::KILL, departed) {
+            // Still inside: a member (a survivor, if any), reported as such.
+            let outside = stat.start_time == start_time && stat.is_running() && !self.holds(pid);
+            Ok(outside.then_some(stat))
+        };
+        let departed: Vec<(i32, u64)> = self
+            .seen
+            .iter()
+            .copied()
+            .filter(|&(pid, start_time)| matches!(running_outside(pid, start_time), Ok(Some(_))))
+            .collect();
+        if departed.is_empty() {
+            return Vec::new();
+        }
+        // What they forked outside the leaf was never listed: find it by
+        // parent links, from roots whose identity the walk confirms.
+        let table = identity::all_processes().unwrap_or_default();
+        let roots: Vec<i32> = departed
+            .iter()
+            .filter(|&&(pid, start)| {
+                table
+                    .iter()
+                    .any(|stat| stat.pid == pid && stat.start_time == start)
+            })
+            .map(|&(pid, _)| pid)
+            .collect();
+        let mut targets: Vec<(i32, u64)> = departed;
+        for stat in super::scan::descendants(&table, &roots) {
+            if !targets.iter().any(|&(pid, _)| pid == stat.pid) {
+                targets.push((stat.pid, stat.start_time));
+            }
+        }
+        let mut killed = Vec::new();
+        for (pid, start_time) in targets {
+            let mut found = None;
+            let outside = || {
+                found = running_outside(pid, start_time)?.map(|stat| identity::describe(&stat));
+                Ok(found.is_some())
+            };
+            match identity::signal_if(pid, Signal::KILL, outside) {
                 Ok(identity::Delivery::Sent) => {
                     tracing::warn!(pid, "a member had left the leaf cgroup: killed by identity");
                     killed.extend(found);
