@@ -1,5 +1,6 @@
-//! `corral run --user USER[:GROUP]`: names and numbers, an unknown user, and
-//! the refusal without root.
+//! `corral run --user USER[:GROUP]`: names and numbers, an unknown user, the
+//! refusal without root; and what the report says of a process that left its
+//! leaf cgroup, with and without --user.
 
 mod common;
 
@@ -67,6 +68,23 @@ fn an_unknown_user_is_refused_with_the_fix() {
         stderr.contains("unknown user \"no-such-user-corral\"") && stderr.contains("e.g."),
         "{stderr}"
     );
+    // With --report, the report says why nothing ran.
+    let path = common::scratch("unknown-user.json");
+    let output = run(&[
+        "--user",
+        "no-such-user-corral",
+        "--report",
+        path.to_str().expect("a UTF-8 path"),
+        "--",
+        "true",
+    ]);
+    assert_eq!(output.status.code(), Some(125));
+    let report = std::fs::read_to_string(&path).expect("a report");
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        report.contains("spawn_failed") && report.contains("unknown user"),
+        "{report}"
+    );
     let output = run(&["--user", "0:no-such-group-corral", "--", "true"]);
     assert_eq!(output.status.code(), Some(125));
     assert!(
@@ -106,4 +124,91 @@ fn user_name(uid: &str) -> Option<String> {
             let fields: Vec<&str> = line.split(':').collect();
             (fields.get(2) == Some(&uid)).then(|| fields[0].to_owned())
         })
+}
+
+/// Where corral creates leaf cgroups, or `None` without the cgroup backend.
+fn cgroup_parent() -> Option<String> {
+    let output = corral()
+        .args(["capabilities", "--json"])
+        .output()
+        .expect("run corral capabilities");
+    let capabilities: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("capabilities JSON");
+    capabilities["cgroup_parent"].as_str().map(str::to_owned)
+}
+
+/// A member that moves itself to the parent cgroup on SIGTERM: as root it
+/// can, and the report names it in `left_cgroup` (killed); run with --user
+/// it cannot, and nothing is left.
+#[test]
+fn the_report_names_a_process_that_left_the_leaf() {
+    if !is_root() {
+        return println!("SKIPPED: moving between cgroups and --user need root");
+    }
+    let Some(parent) = cgroup_parent() else {
+        return println!("SKIPPED: the cgroup backend is not available here");
+    };
+    let escaper = "trap 'echo 0 > \"$PARENT/cgroup.procs\"; exec sleep 30' TERM; \
+                   sleep 30 & echo ready $$; wait";
+    for user in [None, Some(NOBODY)] {
+        let path = common::scratch("left.json");
+        let mut command = corral();
+        command.args(["run", "--backend", "cgroup", "-t", "500ms", "-k", "300ms"]);
+        if let Some(user) = user {
+            command.args(["--user", user]);
+        }
+        let output = command
+            .arg("--report")
+            .arg(&path)
+            .args(["--", "sh", "-c", "sh -c \"$ESCAPER\" & wait"])
+            .env("ESCAPER", escaper)
+            .env("PARENT", &parent)
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run corral");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("a report")).expect("JSON");
+        let _ = std::fs::remove_file(&path);
+        // Whatever the outcome, the escaper is gone: SIGKILL it by identity
+        // if the report names it and it runs (a failing case).
+        let left = report["left_cgroup"]
+            .as_array()
+            .expect("left_cgroup")
+            .clone();
+        let procs: Vec<common::Proc> = left
+            .iter()
+            .filter_map(|p| {
+                Some(common::Proc {
+                    pid: i32::try_from(p["pid"].as_i64()?).ok()?,
+                    start_time: p["start_time"].as_u64()?,
+                })
+            })
+            .collect();
+        let still: Vec<_> = procs.iter().filter(|p| p.is_alive()).collect();
+        for p in &still {
+            p.signal(rustix::process::Signal::KILL);
+        }
+        assert!(still.is_empty(), "left running: {still:?}");
+        assert_eq!(output.status.code(), Some(124), "{}", text(&output.stderr));
+        assert_eq!(report["survivors"], serde_json::json!([]));
+        let ready = text(&output.stdout);
+        let escaper_pid: i64 = ready
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .expect("a readiness line");
+        let stderr = text(&output.stderr);
+        match user {
+            None => {
+                assert_eq!(left.len(), 1, "{report}");
+                assert_eq!(left[0]["pid"], escaper_pid, "{report}");
+                assert!(stderr.contains("moved out of the leaf cgroup"), "{stderr}");
+            }
+            Some(_) => {
+                assert_eq!(left.len(), 0, "{report}");
+                assert!(stderr.contains("Permission denied"), "{stderr}");
+            }
+        }
+    }
 }
