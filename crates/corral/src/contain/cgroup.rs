@@ -774,6 +774,32 @@ mod tests {
         assert!(removed, "the leaf {} was left behind", path.display());
     }
 
+    /// A remembered member is ended only while it is the very process that
+    /// was listed: a pid now held by another process (another start time,
+    /// as after reuse) is left alone. Needs no cgroup: the leaf here does not
+    /// exist, so every process counts as outside it.
+    #[test]
+    fn a_departed_member_is_killed_by_identity_only() {
+        use std::os::unix::process::ExitStatusExt;
+        let mut tree = open_tree(Path::new("/nonexistent/corral-leaf"));
+        tree.removed = true;
+        let mut child = sleeper();
+        let pid = child.id() as i32;
+        let start = identity::read_stat(pid).expect("stat").start_time;
+        tree.seen.insert((pid, start + 1));
+        let impostor = tree.kill_departed();
+        let spared = identity::read_stat(pid).is_ok_and(|s| s.is_running());
+        tree.seen.clear();
+        tree.seen.insert((pid, start));
+        let killed = tree.kill_departed();
+        let status = child.wait().expect("reaped");
+        assert!(impostor.is_empty(), "{impostor:?}");
+        assert!(spared, "a process with another start time was killed");
+        assert_eq!(killed.len(), 1, "{killed:?}");
+        assert_eq!((killed[0].pid, killed[0].start_time), (pid, start));
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+    }
+
     #[test]
     fn unescape_decodes_only_a_backslash_and_three_octal_digits() {
         for (field, path) in [
