@@ -151,6 +151,57 @@ async fn a_member_that_left_the_leaf_is_ended_and_reported() {
     assert!(bystander.is_running(), "a bystander was killed");
 }
 
+/// A member that left the leaf early, long before the cleanup, while its
+/// parent stayed inside: never listed in the leaf, it is found at the first
+/// signal through its parent link, then ended and named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_left_early_is_found_through_its_parent() {
+    let Some(parent) = cgroup_parent() else {
+        return;
+    };
+    let token = CancellationToken::new();
+    let escaper = "echo 0 > \"$PARENT/cgroup.procs\" && echo ready $$ && exec sleep 60";
+    let command = Command::new("sh")
+        .args(["-c", "sh -c \"$ESCAPER\" & wait"])
+        .env("ESCAPER", escaper)
+        .env("PARENT", &parent)
+        .backend(BackendChoice::Only(Backend::Cgroup))
+        .grace(GRACE)
+        .final_bound(FINAL)
+        .cancel_on(token.clone());
+    let Some(child) = spawned(command.spawn().await) else {
+        return;
+    };
+    let leaf = child.cgroup().expect("a leaf").to_owned();
+    let mut tap = child.stdout_tap().expect("captured");
+    let procs = parse_ready(&first_line(&mut tap).await);
+    let escaper = procs[0];
+    let _cleanup = Leftovers(procs.clone());
+
+    let started = std::time::Instant::now();
+    token.cancel();
+    let finished = child.wait().await.expect("a result");
+    let took = started.elapsed();
+
+    let left: Vec<(i32, u64)> = finished
+        .report
+        .left_cgroup
+        .iter()
+        .map(|p| (p.pid, p.start_time))
+        .collect();
+    assert_eq!(
+        left,
+        [(escaper.pid, escaper.start_time)],
+        "{:?}",
+        finished.report
+    );
+    assert!(
+        !is_running(&escaper),
+        "the member that left early still runs"
+    );
+    assert_contained(&finished, took, &leaf);
+}
+
 /// A member that left the leaf and then forked: its child was never in the
 /// leaf, never listed, but is found through its parent and ended too. A
 /// member that ignores SIGTERM keeps the leaf populated until `SIGKILL`, so

@@ -14,11 +14,14 @@
 //! leaf), and at the end of a cleanup ends, by identity, each one that still
 //! runs outside the leaf, with what it forked since that is still linked to
 //! it by parent pid ([`CgroupTree::end_departed`]). Members are listed
-//! whenever the leaf is read anyway: at each signal before `SIGKILL` and for
-//! the report; a member that left before the first listing is not known, nor
-//! is an orphan of a departed member (re-parented, so unlinked). Run the
-//! command as another user ([`Command::user`](crate::Command::user)) and it
-//! cannot leave at all.
+//! whenever the leaf is read anyway: at each signal before `SIGKILL` (with
+//! one `/proc` walk for descendants of members that are outside the leaf:
+//! a child that left early while its parent stayed) and for the report.
+//! Nothing is read while the tree runs, so a process that left before the
+//! first signal and whose parent is gone too is not known, nor is an orphan
+//! of a departed member (re-parented, so unlinked). Run the command as
+//! another user ([`Command::user`](crate::Command::user)) and it cannot leave
+//! at all.
 
 use std::{
     collections::HashSet,
@@ -368,22 +371,28 @@ impl CgroupTree {
             self.kill()?;
             return Ok(None);
         }
-        let mut delivered = 0;
-        let mut seen = Vec::new();
+        // Who is in the leaf now: the start time is read before the leaf is
+        // checked, so if the pid was recycled in between, the identity
+        // remembered is a process that is gone, never a bystander.
+        let mut inside = Vec::new();
         for pid in self.pids()? {
+            if let Ok(stat) = identity::read_stat(pid)
+                && stat.is_running()
+                && self.holds(pid)
+            {
+                inside.push((pid, stat.start_time));
+            }
+        }
+        self.seen.extend(inside.iter().copied());
+        // Before any member dies of the signal (which would cut its
+        // children's parent links): its descendants that moved out.
+        self.remember_departed_children(&inside);
+        let mut delivered = 0;
+        for (pid, start_time) in inside {
             let belongs = || {
-                // The start time is read before the leaf is checked: if the
-                // pid was recycled in between, the identity remembered is a
-                // process that is gone, never a bystander.
-                let stat = identity::read_stat(pid);
-                let inside = self.holds(pid);
-                if let Ok(stat) = stat
-                    && inside
-                    && stat.is_running()
-                {
-                    seen.push((pid, stat.start_time));
-                }
-                Ok(inside)
+                Ok(identity::read_stat(pid)
+                    .is_ok_and(|stat| stat.start_time == start_time && stat.is_running())
+                    && self.holds(pid))
             };
             match identity::signal_if(pid, signal, belongs) {
                 Ok(identity::Delivery::Sent) => delivered += 1,
@@ -391,8 +400,42 @@ impl CgroupTree {
                 Err(error) => tracing::warn!(pid, %signal, %error, "signal failed"),
             }
         }
-        self.seen.extend(seen);
         Ok(Some(delivered))
+    }
+
+    /// Remembers the running descendants of `members` (by parent links in one
+    /// walk of `/proc`) that are outside the leaf: they moved themselves out
+    /// while their parent stayed. One walk per signal step before `SIGKILL`,
+    /// never while the tree runs.
+    fn remember_departed_children(&mut self, members: &[(i32, u64)]) {
+        if members.is_empty() {
+            return;
+        }
+        let Ok(table) = identity::all_processes() else {
+            return;
+        };
+        let roots: Vec<i32> = members
+            .iter()
+            .filter(|&&(pid, start)| {
+                table
+                    .iter()
+                    .any(|stat| stat.pid == pid && stat.start_time == start)
+            })
+            .map(|&(pid, _)| pid)
+            .collect();
+        let departed: Vec<(i32, u64)> = super::scan::descendants(&table, &roots)
+            .into_iter()
+            .filter(|stat| !roots.contains(&stat.pid) && stat.is_running())
+            .filter(|stat| !self.holds(stat.pid))
+            .map(|stat| (stat.pid, stat.start_time))
+            .collect();
+        if !departed.is_empty() {
+            tracing::warn!(
+                count = departed.len(),
+                "members found outside the leaf cgroup"
+            );
+        }
+        self.seen.extend(departed);
     }
 
     /// Sends `SIGKILL`, by identity, to every remembered member that still
