@@ -415,6 +415,48 @@ fn the_leader_gets_a_cgroup_namespace_where_nsdelegate() {
     );
 }
 
+/// Where `clone3` is refused, the child joins its leaf in std's pre-exec
+/// hook, then takes on the namespace, group and user in the same order.
+#[test]
+fn the_pre_exec_path_joins_the_leaf_then_changes_user_and_namespace() {
+    const NAME: &str = "the_pre_exec_path_joins_the_leaf_then_changes_user_and_namespace";
+    if !is_root() {
+        return println!("SKIPPED: a cgroup namespace and a user change need root");
+    }
+    if let support::Run::Done = support::in_child(NAME, "no-clone3,nsdelegate", false) {
+        return;
+    }
+    let Some(parent) = cgroup_parent() else {
+        return;
+    };
+    let script = "grep '^0::' /proc/self/cgroup; echo $(id -u) $(id -g) $(id -G); \
+                  echo 0 > \"$PARENT/cgroup.procs\" && echo moved";
+    let runtime = support::runtime();
+    let Some(finished) = runtime.block_on(async {
+        let command = Command::new("sh")
+            .args(["-c", script])
+            .env("PARENT", &parent)
+            .current_dir("/")
+            .user(NOBODY)
+            .group(NOBODY)
+            .backend(BackendChoice::Only(Backend::Cgroup))
+            .timeout(Duration::from_secs(10));
+        spawned(command.spawn().await)?.wait().await.ok()
+    }) else {
+        return;
+    };
+    let nobody = NOBODY.to_string();
+    let stdout = finished.stdout.text();
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        ["0::/", &[nobody.as_str(); 3].join(" ")],
+        "stderr: {}",
+        finished.stderr.text()
+    );
+    assert!(finished.stderr.text().contains("Permission denied"));
+    assert!(finished.report.left_cgroup.is_empty());
+}
+
 /// Without `nsdelegate` (and without the injected fault) the leader shares
 /// corral's cgroup namespace and sees its leaf's full path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -106,7 +106,9 @@ pub(crate) fn spawn_error(command: &Command, source: io::Error) -> Error {
 /// Starts the leader inside the prepared containment.
 pub(crate) fn launch(command: &Command, prepared: &Prepared) -> io::Result<Launched> {
     let creds = credentials(command, prepared);
-    if let Some(cgroup) = prepared.cgroup_dir() {
+    if let Some(cgroup) = prepared.cgroup_dir()
+        && !crate::fault::active("no-clone3")
+    {
         match launch_into_cgroup(command, cgroup, creds) {
             Err(Launch::Unavailable(error)) => {
                 tracing::debug!(%error, "clone3 into the cgroup unavailable; falling back to a pre-exec move");
