@@ -202,6 +202,72 @@ async fn a_member_that_left_early_is_found_through_its_parent() {
     assert_contained(&finished, took, &leaf);
 }
 
+/// A child forked during the grace (after the first listing) that moves
+/// itself out while its parent, which ignores SIGTERM, stays: found by the
+/// second look just before `SIGKILL`, then ended and named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_left_during_the_grace_is_found_before_sigkill() {
+    let Some(parent) = cgroup_parent() else {
+        return;
+    };
+    let token = CancellationToken::new();
+    // The escaper prints its identity, so the test can end it if corral does
+    // not.
+    let escaper = "echo 0 > \"$PARENT/cgroup.procs\" && \
+                   echo escaped $$ $(cut -d' ' -f22 /proc/$$/stat) && exec sleep 60";
+    let leader = "trap 'sh -c \"$ESCAPER\" &' TERM; echo ready $$; \
+                  while :; do sleep 0.05; done";
+    let command = Command::new("sh")
+        .args(["-c", leader])
+        .env("ESCAPER", escaper)
+        .env("PARENT", &parent)
+        .backend(BackendChoice::Only(Backend::Cgroup))
+        .grace(GRACE * 3) // time to fork and move, on a loaded machine
+        .final_bound(FINAL)
+        .cancel_on(token.clone());
+    let Some(child) = spawned(command.spawn().await) else {
+        return;
+    };
+    let leaf = child.cgroup().expect("a leaf").to_owned();
+    let mut tap = child.stdout_tap().expect("captured");
+    let procs = parse_ready(&first_line(&mut tap).await);
+    let _cleanup = Leftovers(procs.clone());
+
+    let started = std::time::Instant::now();
+    token.cancel();
+    let finished = child.wait().await.expect("a result");
+    let took = started.elapsed().saturating_sub(GRACE * 2);
+
+    let stdout = finished.stdout.text();
+    let escaped: Vec<Proc> = stdout
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.strip_prefix("escaped ")?.split_whitespace();
+            Some(Proc {
+                pid: words.next()?.parse().ok()?,
+                start_time: words.next()?.parse().ok()?,
+            })
+        })
+        .collect();
+    let _cleanup_escaped = Leftovers(escaped.clone());
+    assert_eq!(escaped.len(), 1, "the escaper ran: {stdout:?}");
+    let left: Vec<(i32, u64)> = finished
+        .report
+        .left_cgroup
+        .iter()
+        .map(|p| (p.pid, p.start_time))
+        .collect();
+    assert_eq!(
+        left,
+        [(escaped[0].pid, escaped[0].start_time)],
+        "{:?}",
+        finished.report
+    );
+    assert!(!is_running(&escaped[0]), "the escaper still runs");
+    assert!(finished.report.escalated);
+    assert_contained(&finished, took, &leaf);
+}
+
 /// A member that left the leaf and then forked: its child was never in the
 /// leaf, never listed, but is found through its parent and ended too. A
 /// member that ignores SIGTERM keeps the leaf populated until `SIGKILL`, so

@@ -14,11 +14,12 @@
 //! leaf), and at the end of a cleanup ends, by identity, each one that still
 //! runs outside the leaf, with what it forked since that is still linked to
 //! it by parent pid ([`CgroupTree::end_departed`]). Members are listed
-//! whenever the leaf is read anyway: at each signal before `SIGKILL` (with
-//! one `/proc` walk for descendants of members that are outside the leaf:
-//! a child that left early while its parent stayed) and for the report.
-//! Nothing is read while the tree runs, so a process that left before the
-//! first signal and whose parent is gone too is not known, nor is an orphan
+//! at each signal step, with one `/proc` walk for descendants of members
+//! that are outside the leaf (a child that left while its parent stayed):
+//! at the first signal, and again just before `SIGKILL` when a grace was
+//! given (a kill without grace goes at once); and for the report. Nothing is
+//! read while the tree runs, so a process that left before the first signal
+//! and whose parent is gone too is not known, nor is an orphan
 //! of a departed member (re-parented, so unlinked). Run the command as
 //! another user ([`Command::user`](crate::Command::user)) and it cannot leave
 //! at all.
@@ -304,6 +305,7 @@ impl Leaf {
             watch: None,
             removed: false,
             seen: HashSet::new(),
+            signalled: false,
         };
         let events = self.path.join("cgroup.events");
         let watch = sys::open_events(&events).map_err(|source| Error::Cgroup {
@@ -333,6 +335,8 @@ pub(crate) struct CgroupTree {
     /// Every member listed in the leaf so far, as (pid, start time): one that
     /// moved itself out is still ours (see the module's documentation).
     seen: HashSet<(i32, u64)>,
+    /// Whether a signal other than `SIGKILL` was sent (a grace began).
+    signalled: bool,
 }
 
 /// Members that had moved themselves out of the leaf, found at the end.
@@ -368,25 +372,17 @@ impl CgroupTree {
 
     pub(crate) fn signal(&mut self, signal: Signal) -> io::Result<Option<usize>> {
         if signal == Signal::KILL {
+            // After a grace, a few milliseconds more do not matter: look
+            // again for members (and children of members) that moved out
+            // meanwhile. A kill without grace goes at once.
+            if self.signalled {
+                self.note_members()?;
+            }
             self.kill()?;
             return Ok(None);
         }
-        // Who is in the leaf now: the start time is read before the leaf is
-        // checked, so if the pid was recycled in between, the identity
-        // remembered is a process that is gone, never a bystander.
-        let mut inside = Vec::new();
-        for pid in self.pids()? {
-            if let Ok(stat) = identity::read_stat(pid)
-                && stat.is_running()
-                && self.holds(pid)
-            {
-                inside.push((pid, stat.start_time));
-            }
-        }
-        self.seen.extend(inside.iter().copied());
-        // Before any member dies of the signal (which would cut its
-        // children's parent links): its descendants that moved out.
-        self.remember_departed_children(&inside);
+        self.signalled = true;
+        let inside = self.note_members()?;
         let mut delivered = 0;
         for (pid, start_time) in inside {
             let belongs = || {
@@ -403,10 +399,31 @@ impl CgroupTree {
         Ok(Some(delivered))
     }
 
+    /// Lists the members in the leaf now and remembers them, with their
+    /// descendants that moved out of it (before any member dies of a signal,
+    /// which would cut its children's parent links).
+    fn note_members(&mut self) -> io::Result<Vec<(i32, u64)>> {
+        // The start time is read before the leaf is checked, so if the pid
+        // was recycled in between, the identity remembered is a process that
+        // is gone, never a bystander.
+        let mut inside = Vec::new();
+        for pid in self.pids()? {
+            if let Ok(stat) = identity::read_stat(pid)
+                && stat.is_running()
+                && self.holds(pid)
+            {
+                inside.push((pid, stat.start_time));
+            }
+        }
+        self.seen.extend(inside.iter().copied());
+        self.remember_departed_children(&inside);
+        Ok(inside)
+    }
+
     /// Remembers the running descendants of `members` (by parent links in one
     /// walk of `/proc`) that are outside the leaf: they moved themselves out
-    /// while their parent stayed. One walk per signal step before `SIGKILL`,
-    /// never while the tree runs.
+    /// while their parent stayed. One walk per signal step, never while the
+    /// tree runs.
     fn remember_departed_children(&mut self, members: &[(i32, u64)]) {
         if members.is_empty() {
             return;
@@ -720,6 +737,7 @@ mod tests {
             watch: None,
             removed: false,
             seen: HashSet::new(),
+            signalled: false,
         }
     }
 
