@@ -134,6 +134,13 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
 
+    /// Run the command as USER, with USER's primary group or GROUP (names
+    /// from /etc/passwd and /etc/group, or numbers), and no supplementary
+    /// groups. Needs root. Under root, such a command cannot move itself out
+    /// of its leaf cgroup. The environment (HOME, USER) is passed unchanged.
+    #[arg(short, long, value_name = "USER[:GROUP]")]
+    pub user: Option<String>,
+
     /// Write a JSON report of the run to FILE (see docs/report.md).
     #[arg(long, value_name = "FILE", conflicts_with = "report_fd")]
     pub report: Option<PathBuf>,

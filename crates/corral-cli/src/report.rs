@@ -45,6 +45,9 @@ pub struct Report {
     pub escalated: bool,
     /// Processes still alive when the final bound passed.
     pub survivors: Vec<ProcessInfo>,
+    /// Members that had moved themselves out of the leaf cgroup and were
+    /// killed by identity at the end (`{"pid", "start_time", "command"}`).
+    pub left_cgroup: Vec<ProcessInfo>,
     /// The leaf cgroup used, if any.
     pub cgroup: Option<PathBuf>,
     /// Anything worth knowing that is not an error.
@@ -128,6 +131,7 @@ impl Report {
             signals: report.signals.clone(),
             escalated: report.escalated,
             survivors: report.survivors.clone(),
+            left_cgroup: report.left_cgroup.clone(),
             cgroup: report.cgroup.clone(),
             notes: notes.into_iter().chain(report.notes.clone()).collect(),
         }
@@ -151,6 +155,7 @@ impl Report {
             signals: Vec::new(),
             escalated: false,
             survivors: Vec::new(),
+            left_cgroup: Vec::new(),
             cgroup: None,
             notes: Vec::new(),
         }

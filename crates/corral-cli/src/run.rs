@@ -52,7 +52,20 @@ async fn run(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
     }
 
     let cancel = CancellationToken::new();
-    let child = match command(args, cancel.clone())?.spawn().await {
+    let command = match command(args, cancel.clone()) {
+        Ok(command) => command,
+        Err(error) => {
+            // A bad --user: nothing ran, and the report says why.
+            let message = format!("{error:#}");
+            say!("{message}");
+            let status = Status::Failed;
+            let why = NotRun::SpawnFailed { error: message };
+            let report = Report::not_run(&args.command, why, status, started.elapsed());
+            write_report(sink, &report);
+            return Ok(status);
+        }
+    };
+    let child = match command.spawn().await {
         Ok(child) => child,
         Err(error) => {
             let (status, message) = spawn_failure(&error);
@@ -109,6 +122,13 @@ fn command(args: &RunArgs, cancel: CancellationToken) -> anyhow::Result<corral::
         .final_bound(args.final_bound)
         .backend(args.backend.choice())
         .cancel_on(cancel);
+    let command = match &args.user {
+        Some(spec) => {
+            let ids = crate::user::resolve(spec)?;
+            command.user(ids.uid).group(ids.gid)
+        }
+        None => command,
+    };
     Ok(if args.timeout.is_zero() {
         command
     } else {
@@ -153,6 +173,19 @@ fn tell(args: &RunArgs, finished: &Finished) {
         for note in &report.notes {
             say!("note: {note}");
         }
+    }
+    if !report.left_cgroup.is_empty() {
+        let list: Vec<String> = report
+            .left_cgroup
+            .iter()
+            .map(|p| format!("{} ({})", p.pid, p.command))
+            .collect();
+        say!(
+            "{} process(es) had moved out of the leaf cgroup and were killed by identity: {} \
+             (run the command with --user so it cannot)",
+            list.len(),
+            list.join(", ")
+        );
     }
     if !report.survivors.is_empty() {
         let list: Vec<String> = report

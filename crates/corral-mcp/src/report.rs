@@ -50,6 +50,9 @@ pub struct Report {
     /// Processes still alive when the final bound passed (empty when all
     /// went well).
     pub survivors: Vec<ProcessInfo>,
+    /// Members that had moved themselves out of the leaf cgroup and were
+    /// killed by identity at the end (`{"pid", "start_time", "command"}`).
+    pub left_cgroup: Vec<ProcessInfo>,
     /// The leaf cgroup used, if any.
     pub cgroup: Option<PathBuf>,
     /// Anything worth knowing that is not an error.
@@ -120,6 +123,7 @@ impl Report {
             signals: cleanup.signals.clone(),
             escalated: cleanup.escalated,
             survivors: cleanup.survivors.clone(),
+            left_cgroup: cleanup.left_cgroup.clone(),
             cgroup: cleanup.cgroup.clone(),
             notes: cleanup.notes.clone(),
             relay: exit.relay,
@@ -146,6 +150,7 @@ impl Report {
             signals: Vec::new(),
             escalated: false,
             survivors: Vec::new(),
+            left_cgroup: Vec::new(),
             cgroup: None,
             notes: Vec::new(),
             relay: RelayStats::default(),

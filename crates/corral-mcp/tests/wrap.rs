@@ -399,6 +399,7 @@ fn report_schema() {
             "escalated",
             "exit_status",
             "leader",
+            "left_cgroup",
             "notes",
             "outcome",
             "received_signal",

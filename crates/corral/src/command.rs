@@ -72,6 +72,8 @@ pub struct Command {
     pub(crate) capture_limit: usize,
     pub(crate) watchdog: bool,
     pub(crate) ledger: bool,
+    pub(crate) uid: Option<u32>,
+    pub(crate) gid: Option<u32>,
 }
 
 /// The default cap on captured bytes per stream (64 MiB); the rest is counted
@@ -98,6 +100,8 @@ impl Command {
             capture_limit: DEFAULT_CAPTURE_LIMIT,
             watchdog: true,
             ledger: true,
+            uid: None,
+            gid: None,
         }
     }
 
@@ -223,6 +227,31 @@ impl Command {
     /// [`crate::ledger`]).
     pub fn ledger(mut self, on: bool) -> Self {
         self.ledger = on;
+        self
+    }
+
+    /// Runs the command as user `uid` (the child calls `setuid` just before
+    /// `exec`; supplementary groups are dropped when corral is root). Needs
+    /// root unless `uid` is corral's own.
+    ///
+    /// With the cgroup backend, a command that runs as a user who cannot
+    /// write the leaf's or its ancestors' `cgroup.procs` (leaves made by root
+    /// belong to root, mode 0644) cannot move itself out of the leaf; where
+    /// that user can, the report says so in its notes.
+    ///
+    /// Set [`Command::group`] too: otherwise the group stays corral's own
+    /// (root's group when corral is root). The environment is not changed
+    /// (`HOME`, `USER` stay as given).
+    pub fn user(mut self, uid: u32) -> Self {
+        self.uid = Some(uid);
+        self
+    }
+
+    /// Runs the command with primary group `gid` (`setgid` before `exec`,
+    /// supplementary groups dropped when corral is root). Needs root unless
+    /// `gid` is corral's own.
+    pub fn group(mut self, gid: u32) -> Self {
+        self.gid = Some(gid);
         self
     }
 

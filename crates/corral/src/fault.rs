@@ -10,11 +10,14 @@
 //! |--------------|--------|
 //! | `no-pidfd`   | `pidfd_open` fails with `ENOSYS`, as before Linux 5.3 |
 //! | `no-cgroup2` | no cgroup v2 hierarchy is found, as on a v1-only host |
+//! | `no-clone3` | spawning straight into the cgroup is skipped, as where `clone3` is refused: the child joins its leaf in std's pre-exec hook |
+//! | `nsdelegate` | the cgroup v2 mount counts as mounted with `nsdelegate`, so the leader gets its own cgroup namespace (the kernel's refusal to let it out needs the real option) |
 //!
-//! Each name is checked at exactly one place (`sys::pidfd_open` and the
-//! cgroup backend's `parent_dir`), so a fault changes what the kernel appears
-//! to offer and nothing else. The tests are in
-//! `crates/corral-fixtures/tests/faults.rs`.
+//! Each name is checked at exactly one place (`sys::pidfd_open`, the cgroup
+//! backend's `parent_dir` and `delegates_namespaces`, `launch::launch`), so
+//! a fault changes what the kernel appears to offer and nothing else. The
+//! tests are in `crates/corral-fixtures/tests/faults.rs` (`nsdelegate` and
+//! `no-clone3` in `leave_leaf.rs`).
 
 /// Whether the fault `name` is injected in this process.
 #[cfg(feature = "fault-injection")]

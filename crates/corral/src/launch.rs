@@ -49,6 +49,45 @@ pub(crate) fn check_cwd(command: &Command) -> Result<(), Error> {
     }
 }
 
+/// Refuses up front a user or group change the kernel would refuse in the
+/// child (only root may take on another identity), with a message naming
+/// the fix rather than a bare "operation not permitted".
+pub(crate) fn check_credentials(command: &Command) -> Result<(), Error> {
+    let me = sys::geteuid();
+    if me == 0 {
+        return Ok(());
+    }
+    let (uid, gid) = (command.uid.filter(|&u| u != me), command.gid);
+    let gid = gid.filter(|&g| g != sys::getegid());
+    let what = match (uid, gid) {
+        (Some(uid), _) => format!("user {uid}"),
+        (None, Some(gid)) => format!("group {gid}"),
+        (None, None) => return Ok(()),
+    };
+    Err(Error::Spawn {
+        program: command.program(),
+        failure: SpawnFailure::Other,
+        source: io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "running it as {what} needs root (this process runs as uid {me}); run corral as \
+                 root or drop the user change"
+            ),
+        ),
+    })
+}
+
+/// What the child changes about itself before `exec`.
+fn credentials(command: &Command, prepared: &Prepared) -> sys::Credentials {
+    let changes_user = command.uid.is_some() || command.gid.is_some();
+    sys::Credentials {
+        cgroup_namespace: prepared.cgroup_namespace(),
+        clear_groups: changes_user && sys::geteuid() == 0,
+        gid: command.gid,
+        uid: command.uid,
+    }
+}
+
 /// Classifies a spawn error for the caller.
 pub(crate) fn spawn_error(command: &Command, source: io::Error) -> Error {
     let failure = match source.kind() {
@@ -66,8 +105,11 @@ pub(crate) fn spawn_error(command: &Command, source: io::Error) -> Error {
 
 /// Starts the leader inside the prepared containment.
 pub(crate) fn launch(command: &Command, prepared: &Prepared) -> io::Result<Launched> {
-    if let Some(cgroup) = prepared.cgroup_dir() {
-        match launch_into_cgroup(command, cgroup) {
+    let creds = credentials(command, prepared);
+    if let Some(cgroup) = prepared.cgroup_dir()
+        && !crate::fault::active("no-clone3")
+    {
+        match launch_into_cgroup(command, cgroup, creds) {
             Err(Launch::Unavailable(error)) => {
                 tracing::debug!(%error, "clone3 into the cgroup unavailable; falling back to a pre-exec move");
             }
@@ -75,7 +117,7 @@ pub(crate) fn launch(command: &Command, prepared: &Prepared) -> io::Result<Launc
             Ok(launched) => return Ok(launched),
         }
     }
-    launch_with_std(command, prepared)
+    launch_with_std(command, prepared, creds)
 }
 
 enum Launch {
@@ -86,6 +128,7 @@ enum Launch {
 fn launch_into_cgroup(
     command: &Command,
     cgroup: std::os::fd::BorrowedFd<'_>,
+    creds: sys::Credentials,
 ) -> Result<Launched, Launch> {
     let failed = Launch::Failed;
     let envp = environment(command).map_err(failed)?;
@@ -117,6 +160,7 @@ fn launch_into_cgroup(
             stderr.child.as_ref().map(AsFd::as_fd),
         ],
         cgroup,
+        creds,
     };
     match sys::spawn_into_cgroup(&exec) {
         Ok((pid, pidfd)) => Ok(Launched {
@@ -131,9 +175,15 @@ fn launch_into_cgroup(
     }
 }
 
-fn launch_with_std(command: &Command, prepared: &Prepared) -> io::Result<Launched> {
+fn launch_with_std(
+    command: &Command,
+    prepared: &Prepared,
+    creds: sys::Credentials,
+) -> io::Result<Launched> {
     let mut std_command = std_command(command);
-    let mut child = sys::spawn(&mut std_command, prepared.child_setup())?;
+    let mut setup = prepared.child_setup();
+    setup.creds = creds;
+    let mut child = sys::spawn(&mut std_command, setup)?;
     let pid = child.id() as i32;
     // Our unreaped child: its pid cannot have been reused, so this pidfd is it.
     let pidfd = match sys::pidfd_open(pid) {

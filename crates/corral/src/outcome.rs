@@ -105,6 +105,11 @@ pub struct CleanupReport {
     /// Processes still alive when the final bound passed (empty when all went
     /// well).
     pub survivors: Vec<ProcessInfo>,
+    /// Members that had moved themselves out of the leaf cgroup (a process
+    /// allowed to write another cgroup's `cgroup.procs`: root, or the owner
+    /// of a delegated subtree) and still ran at the end: each was sent
+    /// `SIGKILL` by identity. Empty with the other backends.
+    pub left_cgroup: Vec<ProcessInfo>,
     /// Processes deliberately left running ([`Leftovers::Release`](crate::Leftovers::Release)).
     pub released: Vec<ProcessInfo>,
     /// The cgroup used, if any.

@@ -140,6 +140,7 @@ impl Drop for Child {
 /// Spawns `command` and starts its supervisor task.
 pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
     launch::check_cwd(&command)?;
+    launch::check_credentials(&command)?;
     if sys::children_autoreaped().unwrap_or(false) {
         return Err(Error::ChildrenAutoreaped);
     }
@@ -150,6 +151,16 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
     })?;
     let backend = prepared.backend();
     registration.prepared(backend, prepared.cgroup());
+    if let Some(uid) = command.uid
+        && let Some(procs) = prepared.leaf_writable_by(uid, command.gid)
+    {
+        registration.notes.push(format!(
+            "user {uid} may write {}: the command can move itself out of its leaf cgroup \
+             (a member corral listed is still ended by identity); create leaves where that \
+             user has no write access",
+            procs.display()
+        ));
+    }
     let launched = launch::launch(&command, &prepared)
         .map_err(|source| launch::spawn_error(&command, source))?;
     let started = Instant::now();
@@ -304,6 +315,7 @@ impl Supervision {
             signals: Vec::new(),
             escalated: false,
             survivors: Vec::new(),
+            left_cgroup: Vec::new(),
             released: Vec::new(),
             cgroup: self.tree.cgroup_path(),
             cgroup_left: false,
@@ -321,6 +333,7 @@ impl Supervision {
         } else {
             self.terminate(&mut report).await;
             self.tree.kill_unseen();
+            self.end_departed(&mut report).await;
             report.cgroup_left = !self.tree.close();
         }
         report.cleanup_time = triggered.elapsed();
@@ -439,6 +452,34 @@ impl Supervision {
             }
         }
         report.escalated = escalation.escalated();
+    }
+
+    /// Ends the members that moved themselves out of the leaf cgroup, and
+    /// reports them (also as survivors, if `SIGKILL` did not end them within
+    /// the final bound).
+    async fn end_departed(&mut self, report: &mut CleanupReport) {
+        let at = self.started.elapsed();
+        let departed = self
+            .tree
+            .end_departed(self.command.policy.final_bound)
+            .await;
+        if departed.killed.is_empty() {
+            return;
+        }
+        report.signals.push(SignalSent {
+            at,
+            signal: crate::Signal::KILL,
+            delivered: Some(departed.killed.len()),
+        });
+        report.escalated = true;
+        report.notes.push(format!(
+            "{} member(s) had moved themselves out of the leaf cgroup; each was killed by \
+             identity (see left_cgroup). Run the command as another user (--user) so it \
+             cannot leave",
+            departed.killed.len()
+        ));
+        report.left_cgroup = departed.killed;
+        report.survivors.extend(departed.surviving);
     }
 
     fn send(&mut self, signal: crate::Signal, report: &mut CleanupReport) {

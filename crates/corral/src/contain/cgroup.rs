@@ -6,8 +6,26 @@
 //! outside it. `cgroup.kill` kills every member atomically, including ones
 //! forked during the kill; `cgroup.events` says `populated 0` once all have
 //! exited, announced through inotify. Zombies do not count as populated.
+//!
+//! A member that may write another cgroup's `cgroup.procs` (root, or the
+//! owner of a delegated subtree) can move itself out of the leaf, and then
+//! neither `cgroup.kill` nor `populated 0` sees it. So the tree remembers
+//! every member it lists (pid and start time, read while the pid is in the
+//! leaf), and at the end of a cleanup ends, by identity, each one that still
+//! runs outside the leaf, with what it forked since that is still linked to
+//! it by parent pid ([`CgroupTree::end_departed`]). Members are listed
+//! at each signal step, with one `/proc` walk for descendants of members
+//! that are outside the leaf (a child that left while its parent stayed):
+//! at the first signal, and again just before `SIGKILL` when a grace was
+//! given (a kill without grace goes at once); and for the report. Nothing is
+//! read while the tree runs, so a process that left before the first signal
+//! and whose parent is gone too is not known, nor is an orphan
+//! of a departed member (re-parented, so unlinked). Run the command as
+//! another user ([`Command::user`](crate::Command::user)) and it cannot leave
+//! at all.
 
 use std::{
+    collections::HashSet,
     fs, io,
     os::fd::{AsFd, OwnedFd},
     path::{Path, PathBuf},
@@ -27,6 +45,53 @@ pub(crate) fn find_v2_mount(mountinfo: &str) -> Option<PathBuf> {
         let fstype = right.split_whitespace().next()?;
         (fstype == "cgroup2").then(|| left.split_whitespace().nth(4).map(unescape))?
     })
+}
+
+/// Whether the cgroup v2 mount that [`find_v2_mount`] picks has the
+/// `nsdelegate` super option (the comma-separated list after the source):
+/// then a cgroup namespace's root is a delegation boundary, and the kernel
+/// refuses to move a process in the namespace to a cgroup outside it.
+pub(crate) fn has_nsdelegate(mountinfo: &str) -> bool {
+    mountinfo
+        .lines()
+        .find_map(|line| {
+            let (_, right) = line.split_once(" - ")?;
+            let mut fields = right.split_whitespace();
+            (fields.next()? == "cgroup2").then(|| fields.nth(1).unwrap_or_default())
+        })
+        .is_some_and(|options| options.split(',').any(|o| o == "nsdelegate"))
+}
+
+/// Whether this machine's cgroup v2 mount has `nsdelegate` (read once).
+pub(crate) fn delegates_namespaces() -> bool {
+    static NSDELEGATE: OnceLock<bool> = OnceLock::new();
+    *NSDELEGATE.get_or_init(|| {
+        crate::fault::active("nsdelegate")
+            || fs::read_to_string("/proc/self/mountinfo").is_ok_and(|text| has_nsdelegate(&text))
+    })
+}
+
+/// The first of `leaf`'s `cgroup.procs` and its ancestors' (up to the mount)
+/// that the user `uid` in group `gid` may write, going by owner and mode: a
+/// process of that user could move itself through it, out of the leaf.
+pub(crate) fn writable_by(leaf: &Path, uid: u32, gid: Option<u32>) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mount = mount()?;
+    let mut dir = Some(leaf);
+    while let Some(current) = dir.filter(|d| d.starts_with(mount)) {
+        let procs = current.join("cgroup.procs");
+        if let Ok(meta) = fs::metadata(&procs) {
+            let mode = meta.mode();
+            let writable = (meta.uid() == uid && mode & 0o200 != 0)
+                || (gid == Some(meta.gid()) && mode & 0o020 != 0)
+                || mode & 0o002 != 0;
+            if writable {
+                return Some(procs);
+            }
+        }
+        dir = current.parent();
+    }
+    None
 }
 
 /// mountinfo escapes space, tab, newline and backslash as `\ooo`.
@@ -250,6 +315,8 @@ impl Leaf {
             path: self.path.clone(),
             watch: None,
             removed: false,
+            seen: HashSet::new(),
+            signalled: false,
         };
         let events = self.path.join("cgroup.events");
         let watch = sys::open_events(&events).map_err(|source| Error::Cgroup {
@@ -276,6 +343,20 @@ pub(crate) struct CgroupTree {
     path: PathBuf,
     watch: Option<AsyncFd<OwnedFd>>,
     removed: bool,
+    /// Every member listed in the leaf so far, as (pid, start time): one that
+    /// moved itself out is still ours (see the module's documentation).
+    seen: HashSet<(i32, u64)>,
+    /// Whether a signal other than `SIGKILL` was sent (a grace began).
+    signalled: bool,
+}
+
+/// Members that had moved themselves out of the leaf, found at the end.
+#[derive(Debug, Default)]
+pub(crate) struct Departed {
+    /// Each one found running outside the leaf and sent `SIGKILL`.
+    pub(crate) killed: Vec<ProcessInfo>,
+    /// Those of them still running when the bound passed.
+    pub(crate) surviving: Vec<ProcessInfo>,
 }
 
 impl CgroupTree {
@@ -302,18 +383,169 @@ impl CgroupTree {
 
     pub(crate) fn signal(&mut self, signal: Signal) -> io::Result<Option<usize>> {
         if signal == Signal::KILL {
+            // After a grace, a few milliseconds more do not matter: look
+            // again for members (and children of members) that moved out
+            // meanwhile. A kill without grace goes at once.
+            if self.signalled {
+                self.note_members()?;
+            }
             self.kill()?;
             return Ok(None);
         }
+        self.signalled = true;
+        let inside = self.note_members()?;
         let mut delivered = 0;
-        for pid in self.pids()? {
-            match identity::signal_if(pid, signal, || Ok(self.holds(pid))) {
+        for (pid, start_time) in inside {
+            let belongs = || {
+                Ok(identity::read_stat(pid)
+                    .is_ok_and(|stat| stat.start_time == start_time && stat.is_running())
+                    && self.holds(pid))
+            };
+            match identity::signal_if(pid, signal, belongs) {
                 Ok(identity::Delivery::Sent) => delivered += 1,
                 Ok(identity::Delivery::Gone) => {}
                 Err(error) => tracing::warn!(pid, %signal, %error, "signal failed"),
             }
         }
         Ok(Some(delivered))
+    }
+
+    /// Lists the members in the leaf now and remembers them, with their
+    /// descendants that moved out of it (before any member dies of a signal,
+    /// which would cut its children's parent links).
+    fn note_members(&mut self) -> io::Result<Vec<(i32, u64)>> {
+        // The start time is read before the leaf is checked, so if the pid
+        // was recycled in between, the identity remembered is a process that
+        // is gone, never a bystander.
+        let mut inside = Vec::new();
+        for pid in self.pids()? {
+            if let Ok(stat) = identity::read_stat(pid)
+                && stat.is_running()
+                && self.holds(pid)
+            {
+                inside.push((pid, stat.start_time));
+            }
+        }
+        self.seen.extend(inside.iter().copied());
+        self.remember_departed_children(&inside);
+        Ok(inside)
+    }
+
+    /// Remembers the running descendants of `members` (by parent links in one
+    /// walk of `/proc`) that are outside the leaf: they moved themselves out
+    /// while their parent stayed. One walk per signal step, never while the
+    /// tree runs.
+    fn remember_departed_children(&mut self, members: &[(i32, u64)]) {
+        if members.is_empty() {
+            return;
+        }
+        let Ok(table) = identity::all_processes() else {
+            return;
+        };
+        let roots: Vec<i32> = members
+            .iter()
+            .filter(|&&(pid, start)| {
+                table
+                    .iter()
+                    .any(|stat| stat.pid == pid && stat.start_time == start)
+            })
+            .map(|&(pid, _)| pid)
+            .collect();
+        let departed: Vec<(i32, u64)> = super::scan::descendants(&table, &roots)
+            .into_iter()
+            .filter(|stat| !roots.contains(&stat.pid) && stat.is_running())
+            .filter(|stat| !self.holds(stat.pid))
+            .map(|stat| (stat.pid, stat.start_time))
+            .collect();
+        if !departed.is_empty() {
+            tracing::warn!(
+                count = departed.len(),
+                "members found outside the leaf cgroup"
+            );
+        }
+        self.seen.extend(departed);
+    }
+
+    /// Sends `SIGKILL`, by identity, to every remembered member that still
+    /// runs outside the leaf, and to the processes it forked since (still
+    /// linked to it by their parent pid), and names them.
+    fn kill_departed(&self) -> Vec<ProcessInfo> {
+        let running_outside = |pid: i32, start_time: u64| -> io::Result<Option<identity::Stat>> {
+            let stat = match identity::read_stat(pid) {
+                Ok(stat) => stat,
+                Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(error) => return Err(error),
+            };
+            // Still inside: a member (a survivor, if any), reported as such.
+            let outside = stat.start_time == start_time && stat.is_running() && !self.holds(pid);
+            Ok(outside.then_some(stat))
+        };
+        let departed: Vec<(i32, u64)> = self
+            .seen
+            .iter()
+            .copied()
+            .filter(|&(pid, start_time)| matches!(running_outside(pid, start_time), Ok(Some(_))))
+            .collect();
+        if departed.is_empty() {
+            return Vec::new();
+        }
+        // What they forked outside the leaf was never listed: find it by
+        // parent links, from roots whose identity the walk confirms.
+        let table = identity::all_processes().unwrap_or_default();
+        let roots: Vec<i32> = departed
+            .iter()
+            .filter(|&&(pid, start)| {
+                table
+                    .iter()
+                    .any(|stat| stat.pid == pid && stat.start_time == start)
+            })
+            .map(|&(pid, _)| pid)
+            .collect();
+        let mut targets: Vec<(i32, u64)> = departed;
+        for stat in super::scan::descendants(&table, &roots) {
+            if !targets.iter().any(|&(pid, _)| pid == stat.pid) {
+                targets.push((stat.pid, stat.start_time));
+            }
+        }
+        let mut killed = Vec::new();
+        for (pid, start_time) in targets {
+            let mut found = None;
+            let outside = || {
+                found = running_outside(pid, start_time)?.map(|stat| identity::describe(&stat));
+                Ok(found.is_some())
+            };
+            match identity::signal_if(pid, Signal::KILL, outside) {
+                Ok(identity::Delivery::Sent) => {
+                    tracing::warn!(pid, "a member had left the leaf cgroup: killed by identity");
+                    killed.extend(found);
+                }
+                Ok(identity::Delivery::Gone) => {}
+                Err(error) => tracing::warn!(pid, %error, "killing a departed member failed"),
+            }
+        }
+        killed
+    }
+
+    /// At the end of a cleanup: ends the remembered members that moved
+    /// themselves out of the leaf (`SIGKILL` by identity), and waits up to
+    /// `bound` for them to be gone.
+    pub(crate) async fn end_departed(&mut self, bound: Duration) -> Departed {
+        let killed = self.kill_departed();
+        if killed.is_empty() {
+            return Departed::default();
+        }
+        let running = |p: &ProcessInfo| {
+            identity::read_stat(p.pid)
+                .is_ok_and(|stat| stat.start_time == p.start_time && stat.is_running())
+        };
+        // Rare (only after an escape), so a short poll rather than a pidfd
+        // per process.
+        let until = Instant::now() + bound;
+        while killed.iter().any(running) && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let surviving = killed.iter().filter(|p| running(p)).cloned().collect();
+        Departed { killed, surviving }
     }
 
     fn kill(&self) -> io::Result<()> {
@@ -346,25 +578,39 @@ impl CgroupTree {
         }
     }
 
-    pub(crate) fn members(&self) -> Vec<ProcessInfo> {
-        self.pids()
+    pub(crate) fn members(&mut self) -> Vec<ProcessInfo> {
+        let members: Vec<ProcessInfo> = self
+            .pids()
             .unwrap_or_default()
             .into_iter()
             .filter_map(|pid| identity::read_stat(pid).ok())
             .filter(identity::Stat::is_running)
             .map(|stat| identity::describe(&stat))
-            .collect()
+            .collect();
+        // Read before the leaf check, as in `signal`.
+        let inside: Vec<(i32, u64)> = members
+            .iter()
+            .filter(|m| self.holds(m.pid))
+            .map(|m| (m.pid, m.start_time))
+            .collect();
+        self.seen.extend(inside);
+        members
     }
 
+    /// `cgroup.kill`, and `SIGKILL` by identity to remembered members that
+    /// left the leaf (synchronous, without waiting).
     pub(crate) fn kill_now(&self) {
         if let Err(error) = self.kill() {
             tracing::warn!(path = %self.path.display(), %error, "cgroup.kill failed");
         }
+        self.kill_departed();
     }
 
     /// Moves every member to the parent cgroup, then removes the leaf. A
     /// member forked during the move is caught by the next round.
     pub(crate) fn release(&mut self) -> bool {
+        // Released on purpose: no longer ours to end.
+        self.seen.clear();
         let Some(parent) = self.path.parent() else {
             return false;
         };
@@ -501,6 +747,8 @@ mod tests {
             path: path.to_owned(),
             watch: None,
             removed: false,
+            seen: HashSet::new(),
+            signalled: false,
         }
     }
 
@@ -598,6 +846,32 @@ mod tests {
         assert!(removed, "the leaf {} was left behind", path.display());
     }
 
+    /// A remembered member is ended only while it is the very process that
+    /// was listed: a pid now held by another process (another start time,
+    /// as after reuse) is left alone. Needs no cgroup: the leaf here does not
+    /// exist, so every process counts as outside it.
+    #[test]
+    fn a_departed_member_is_killed_by_identity_only() {
+        use std::os::unix::process::ExitStatusExt;
+        let mut tree = open_tree(Path::new("/nonexistent/corral-leaf"));
+        tree.removed = true;
+        let mut child = sleeper();
+        let pid = child.id() as i32;
+        let start = identity::read_stat(pid).expect("stat").start_time;
+        tree.seen.insert((pid, start + 1));
+        let impostor = tree.kill_departed();
+        let spared = identity::read_stat(pid).is_ok_and(|s| s.is_running());
+        tree.seen.clear();
+        tree.seen.insert((pid, start));
+        let killed = tree.kill_departed();
+        let status = child.wait().expect("reaped");
+        assert!(impostor.is_empty(), "{impostor:?}");
+        assert!(spared, "a process with another start time was killed");
+        assert_eq!(killed.len(), 1, "{killed:?}");
+        assert_eq!((killed[0].pid, killed[0].start_time), (pid, start));
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+    }
+
     #[test]
     fn unescape_decodes_only_a_backslash_and_three_octal_digits() {
         for (field, path) in [
@@ -612,6 +886,43 @@ mod tests {
         ] {
             assert_eq!(unescape(field), PathBuf::from(path), "{field:?}");
         }
+    }
+
+    #[test]
+    fn nsdelegate_is_read_from_the_v2_mounts_super_options() {
+        assert!(!has_nsdelegate(HYBRID));
+        let delegated = "29 23 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot\n";
+        assert!(has_nsdelegate(delegated));
+        // A mount option (left of " - ") is not a super option.
+        assert!(!has_nsdelegate(
+            "29 23 0:26 / /sys/fs/cgroup rw,nsdelegate - cgroup2 cgroup2 rw\n"
+        ));
+        // Only the cgroup2 mount counts, and only a whole option.
+        assert!(!has_nsdelegate(
+            "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,nsdelegate\n"
+        ));
+        assert!(!has_nsdelegate(
+            "41 31 0:38 / /u rw - cgroup2 cgroup2 rw,nsdelegatex\n"
+        ));
+        assert!(!has_nsdelegate("41 31 0:38 / /u rw - cgroup2\n"));
+        assert!(!has_nsdelegate("garbage\n"));
+    }
+
+    /// A leaf made by root is writable by root only: another user cannot
+    /// move a process through its `cgroup.procs` or its ancestors'.
+    #[test]
+    fn a_leaf_made_by_root_is_not_writable_by_another_user() {
+        let Some(leaf) = leaf() else {
+            return;
+        };
+        let nobody = writable_by(leaf.path(), 65534, Some(65534));
+        let me = sys::geteuid();
+        let owner = writable_by(leaf.path(), me, None);
+        drop(leaf);
+        if me == 0 {
+            assert_eq!(nobody, None);
+        }
+        assert!(owner.is_some(), "the creator can write its own leaf");
     }
 
     #[test]

@@ -20,7 +20,7 @@ mod group;
 mod scan;
 mod subreaper;
 
-pub(crate) use cgroup::mount as cgroup_mount;
+pub(crate) use cgroup::{Departed, mount as cgroup_mount};
 pub(crate) use scan::descendants;
 
 use std::{
@@ -241,6 +241,24 @@ impl Prepared {
         }
     }
 
+    /// Whether the leader gets a cgroup namespace rooted at its leaf: on a
+    /// cgroup2 mount with `nsdelegate`, where the kernel then keeps it and
+    /// its descendants inside (root too), and only when this process may
+    /// create one (root).
+    pub(crate) fn cgroup_namespace(&self) -> bool {
+        matches!(self, Prepared::Cgroup(_)) && cgroup::delegates_namespaces() && sys::geteuid() == 0
+    }
+
+    /// With the cgroup backend, the first `cgroup.procs` of the leaf or an
+    /// ancestor that the user `uid` (group `gid`) may write: through it the
+    /// command could leave its leaf.
+    pub(crate) fn leaf_writable_by(&self, uid: u32, gid: Option<u32>) -> Option<PathBuf> {
+        match self {
+            Prepared::Cgroup(leaf) => cgroup::writable_by(leaf.path(), uid, gid),
+            _ => None,
+        }
+    }
+
     /// What the child must do before exec.
     pub(crate) fn child_setup(&self) -> sys::ChildSetup<'_> {
         match self {
@@ -357,6 +375,17 @@ impl Tree {
     pub(crate) fn kill_unseen(&mut self) {
         if let Tree::Scanned(tree) = self {
             tree.kill_unseen();
+        }
+    }
+
+    /// At the end of a termination: ends, by identity, the members that moved
+    /// themselves out of the leaf cgroup, waiting up to `bound` for them.
+    /// Only a cgroup can be left this way (a scanned tree follows members
+    /// wherever they go).
+    pub(crate) async fn end_departed(&mut self, bound: std::time::Duration) -> Departed {
+        match self {
+            Tree::Cgroup(tree) => tree.end_departed(bound).await,
+            Tree::Scanned(_) => Departed::default(),
         }
     }
 

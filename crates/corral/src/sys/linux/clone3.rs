@@ -55,6 +55,8 @@ pub(crate) struct Exec<'a> {
     pub(crate) stdio: [Option<BorrowedFd<'a>>; 3],
     /// The leaf cgroup's directory.
     pub(crate) cgroup: BorrowedFd<'a>,
+    /// Namespace, user and groups to take on before `exec`.
+    pub(crate) creds: super::Credentials,
 }
 
 /// Why [`spawn_into_cgroup`] failed.
@@ -100,6 +102,7 @@ pub(crate) fn spawn_into_cgroup(exec: &Exec<'_>) -> Result<(i32, OwnedFd), Clone
         cwd,
         stdio,
         report: report_write.as_raw_fd(),
+        creds: exec.creds,
     };
     // SAFETY: `args` is a valid, fully initialised `clone_args` of the size
     // passed. Without CLONE_VM the child gets a copy of our memory, like
@@ -153,10 +156,12 @@ struct Child {
     cwd: *const c_char,
     stdio: [c_int; 3],
     report: c_int,
+    creds: super::Credentials,
 }
 
 impl Child {
-    /// Sets up standard descriptors and the directory, then executes.
+    /// Sets up standard descriptors, credentials and the directory, then
+    /// executes.
     ///
     /// # Safety
     /// Only in the child of `clone3`. Async-signal-safe calls only: no
@@ -189,6 +194,12 @@ impl Child {
                 if !ok {
                     self.fail();
                 }
+            }
+            // In the leaf from birth: a new cgroup namespace is rooted there.
+            // The user changes before the working directory, as std does, so
+            // the directory is entered with the user's rights.
+            if self.creds.apply().is_err() {
+                self.fail();
             }
             if !self.cwd.is_null() && libc::chdir(self.cwd) != 0 {
                 self.fail();

@@ -12,9 +12,11 @@ use std::{
 use rustix::process::{Pid, PidfdFlags, WaitId, WaitIdOptions};
 
 mod clone3;
+mod creds;
 pub(crate) mod dirfd;
 
 pub(crate) use clone3::{Clone3Error, Exec, spawn_into_cgroup};
+pub(crate) use creds::Credentials;
 
 use crate::{Exit, Signal};
 
@@ -154,12 +156,15 @@ pub(crate) struct ChildSetup<'a> {
     pub(crate) new_group: bool,
     /// Signal the child when the thread that spawned it dies.
     pub(crate) parent_death: Option<Signal>,
+    /// Namespace, user and groups to take on (after joining the cgroup).
+    pub(crate) creds: Credentials,
 }
 
 /// Spawns `command` with `setup` applied in the child before `exec`.
 ///
 /// Between fork and exec the child only makes raw, async-signal-safe system
-/// calls: `write` and `prctl`, with no allocation and no locks.
+/// calls: `write`, `unshare`, `setgroups`, `setgid`, `setuid` and `prctl`,
+/// with no allocation and no locks.
 pub(crate) fn spawn(
     command: &mut std::process::Command,
     setup: ChildSetup<'_>,
@@ -173,7 +178,8 @@ pub(crate) fn spawn(
         None => None,
     };
     let parent = getpid();
-    if procs_fd.is_some() || death.is_some() {
+    let creds = setup.creds;
+    if procs_fd.is_some() || death.is_some() || !creds.is_empty() {
         let hook = move || -> io::Result<()> {
             if let Some(fd) = procs_fd {
                 // "0" moves the writing process itself into the cgroup.
@@ -184,6 +190,10 @@ pub(crate) fn spawn(
                     return Err(io::Error::last_os_error());
                 }
             }
+            // After the move (a new cgroup namespace is rooted at the leaf)
+            // and before the parent-death signal (a change of user clears it).
+            // SAFETY: in the forked child before exec; raw syscalls only.
+            unsafe { creds.apply() }.map_err(io::Error::from_raw_os_error)?;
             if let Some(signal) = death {
                 // SAFETY: prctl(PR_SET_PDEATHSIG) is a plain syscall, async-signal-safe.
                 if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong) } != 0 {
@@ -198,7 +208,7 @@ pub(crate) fn spawn(
             Ok(())
         };
         // SAFETY: the hook only calls async-signal-safe functions (write,
-        // prctl, getppid) and does not allocate: `io::Error` from an OS code
+        // raw credential syscalls, prctl, getppid) and does not allocate: `io::Error` from an OS code
         // is stored inline.
         unsafe { command.pre_exec(hook) };
     }
@@ -264,6 +274,11 @@ pub(crate) fn getppid() -> i32 {
 /// The effective user id.
 pub(crate) fn geteuid() -> u32 {
     rustix::process::geteuid().as_raw()
+}
+
+/// The effective group id.
+pub(crate) fn getegid() -> u32 {
+    rustix::process::getegid().as_raw()
 }
 
 /// Blocks until `fd` is readable (a pidfd: until its process exits).
