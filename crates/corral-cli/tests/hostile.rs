@@ -394,3 +394,113 @@ fn a_slow_start_up_sweep_does_not_hold_up_a_spawn() {
     );
     assert!(kill_pending, "the start-up sweep did not run");
 }
+
+/// A member allowed to write its leaf (root here) makes a cgroup below it
+/// and moves into it, where the leaf's own `cgroup.procs` no longer lists
+/// it. The live cleanup still ends it (`cgroup.kill` reaches the subtree)
+/// and removes both cgroups.
+#[test]
+fn a_member_hiding_in_a_cgroup_below_its_leaf_is_ended_and_nothing_is_left() {
+    if !is_root() || own_cgroup().is_none() {
+        println!("SKIPPED: needs root and a cgroup v2 mount");
+        return;
+    }
+    let report = scratch("below.json");
+    let script = "leaf=$(sed -n 's/^0:://p' /proc/self/cgroup); \
+        mount=$(awk '$9 == \"cgroup2\" {print $5; exit}' /proc/self/mountinfo); \
+        mkdir \"$mount$leaf/sub\" && echo $$ > \"$mount$leaf/sub/cgroup.procs\" && echo $$; \
+        exec sleep 300";
+    let output = corral()
+        .args([
+            "run",
+            "--backend",
+            "cgroup",
+            "-t",
+            "1",
+            "-k",
+            "1",
+            "--report",
+        ])
+        .arg(&report)
+        .args(["--", "sh", "-c", script])
+        .output()
+        .expect("corral run");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let hidden = text
+        .lines()
+        .next()
+        .and_then(|l| l.trim().parse::<i32>().ok());
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).unwrap_or_default()).unwrap_or_default();
+    let _ = std::fs::remove_file(&report);
+    let leaf = json["cgroup"].as_str().map(PathBuf::from);
+    let alive = hidden.and_then(Proc::of).filter(|p| p.is_alive());
+    if let Some(proc) = alive {
+        proc.signal(rustix::process::Signal::KILL);
+    }
+    let left = leaf.as_ref().filter(|l| l.exists()).cloned();
+    if let Some(leaf) = &left {
+        let _ = std::fs::remove_dir(leaf.join("sub"));
+        let _ = std::fs::remove_dir(leaf);
+    }
+    assert_eq!(output.status.code(), Some(124), "{}", stderr(&output));
+    assert!(
+        hidden.is_some(),
+        "the member did not move below its leaf: {text:?}"
+    );
+    assert!(alive.is_none(), "the member below the leaf survived");
+    assert!(leaf.is_some(), "no cgroup in the report: {json}");
+    assert!(left.is_none(), "cgroups left behind: {left:?}");
+}
+
+/// The same hiding place after the owner died: `corral reap` finds the
+/// member below the recorded leaf, ends it, removes both cgroups and drops
+/// the record (it dropped the record and left the process running).
+#[test]
+fn reap_ends_a_member_hiding_below_a_recorded_leaf() {
+    use std::os::unix::fs::MetadataExt;
+    if !is_root() {
+        println!("SKIPPED: creating a cgroup leaf needs root here");
+        return;
+    }
+    let Some(parent) = own_cgroup() else {
+        println!("SKIPPED: no cgroup v2 mount");
+        return;
+    };
+    let leaf = parent.join(format!("corral-below-{}", std::process::id()));
+    let sub = leaf.join("sub");
+    if std::fs::create_dir(&leaf)
+        .and_then(|()| std::fs::create_dir(&sub))
+        .is_err()
+    {
+        println!("SKIPPED: cannot create {}", sub.display());
+        return;
+    }
+    let (guard, member) = bystander();
+    std::fs::write(sub.join("cgroup.procs"), member.pid.to_string()).expect("move below");
+    let ino = std::fs::metadata(&leaf).expect("leaf").ino();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").expect("boot id");
+    let dir = own_dir("below");
+    let record = serde_json::json!({
+        "version": 1, "id": "below",
+        "owner": {"pid": member.pid, "start_time": member.start_time + 3},
+        "owner_exe": null, "boot_id": boot.trim(), "backend": "cgroup",
+        "leader": null, "members": [], "cgroup": leaf, "cgroup_id": ino,
+        "command": "hidden", "created_at": 0
+    });
+    std::fs::write(dir.join("below.json"), record.to_string()).expect("write");
+    let output = ledger_command(&["reap"], Some(&dir), &[]);
+    let ended = common::wait_until(Duration::from_secs(2), || !member.is_alive());
+    let record_left = dir.join("below.json").exists();
+    let cgroups_left = leaf.exists();
+    drop(guard);
+    let _ = std::fs::remove_dir(&sub);
+    let _ = std::fs::remove_dir(&leaf);
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(ended, "the member below the leaf survived: {text}");
+    assert!(text.contains(&format!("ended {}", member.pid)), "{text}");
+    assert!(!cgroups_left, "the leaf or its child cgroup was left");
+    assert!(!record_left, "the record was kept after a clean end");
+}

@@ -364,9 +364,9 @@ impl CgroupTree {
         &self.path
     }
 
+    /// The processes in the leaf and in any cgroup a member made below it.
     fn pids(&self) -> io::Result<Vec<i32>> {
-        let text = fs::read_to_string(self.path.join("cgroup.procs"))?;
-        Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        subtree_pids(&sys::dirfd::open_dir_at(None, self.path.as_os_str())?)
     }
 
     /// Whether the process `pid` is in this leaf (read after its pidfd was
@@ -377,7 +377,9 @@ impl CgroupTree {
         };
         fs::read_to_string(format!("/proc/{pid}/cgroup"))
             .ok()
-            .and_then(|text| own_cgroup(&text).map(|p| p == relative))
+            .and_then(|text| {
+                own_cgroup(&text).map(|p| p == relative || p.starts_with(&format!("{relative}/")))
+            })
             .unwrap_or(false)
     }
 
@@ -634,6 +636,9 @@ impl CgroupTree {
             return true;
         }
         self.watch = None;
+        if let Ok(dir) = sys::dirfd::open_dir_at(None, self.path.as_os_str()) {
+            remove_below(&dir, 0);
+        }
         match fs::remove_dir(&self.path) {
             Ok(()) => {
                 self.removed = true;
@@ -665,6 +670,60 @@ impl Drop for CgroupTree {
             std::thread::sleep(Duration::from_millis(2));
         }
         self.close();
+    }
+}
+
+/// How deep below a leaf the cgroups a member made are followed.
+const MAX_DEPTH: usize = 32;
+
+/// The cgroups directly below the cgroup `dir` (a member allowed to write
+/// its leaf may create child cgroups and move into them).
+fn children(dir: &OwnedFd) -> Vec<(std::ffi::OsString, OwnedFd)> {
+    sys::dirfd::names(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|name| {
+            Some((
+                name.clone(),
+                sys::dirfd::open_dir_at(Some(dir), &name).ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Every process in the cgroup `dir` and in the cgroups below it.
+pub(crate) fn subtree_pids(dir: &OwnedFd) -> io::Result<Vec<i32>> {
+    fn walk(dir: &OwnedFd, depth: usize, pids: &mut Vec<i32>) -> io::Result<()> {
+        let procs = sys::dirfd::open_file_at(dir, std::ffi::OsStr::new("cgroup.procs"))?;
+        let text = sys::dirfd::read_capped(&procs, 8 << 20)?;
+        pids.extend(
+            String::from_utf8_lossy(&text)
+                .lines()
+                .filter_map(|l| l.trim().parse::<i32>().ok()),
+        );
+        if depth < MAX_DEPTH {
+            for (_, child) in children(dir) {
+                // A child removed meanwhile is no loss.
+                let _ = walk(&child, depth + 1, pids);
+            }
+        }
+        Ok(())
+    }
+    let mut pids = Vec::new();
+    walk(dir, 0, &mut pids)?;
+    Ok(pids)
+}
+
+/// Removes every (empty) cgroup below `dir`, deepest first.
+pub(crate) fn remove_below(dir: &OwnedFd, depth: usize) {
+    if depth >= MAX_DEPTH {
+        return;
+    }
+    for (name, child) in children(dir) {
+        remove_below(&child, depth + 1);
+        if let Err(error) = sys::dirfd::rmdir_at(dir, &name) {
+            tracing::debug!(?name, %error, "a cgroup below a leaf left behind");
+        }
     }
 }
 

@@ -20,7 +20,7 @@ mod group;
 mod scan;
 mod subreaper;
 
-pub(crate) use cgroup::{Departed, mount as cgroup_mount};
+pub(crate) use cgroup::{Departed, mount as cgroup_mount, remove_below, subtree_pids};
 pub(crate) use scan::descendants;
 
 use std::{

@@ -93,7 +93,10 @@ impl Record {
         if !plain {
             return Err(format!("bad id {:?}", self.id));
         }
-        for identity in std::iter::once(&self.owner).chain(self.leader.as_ref()) {
+        for identity in std::iter::once(&self.owner)
+            .chain(self.leader.as_ref())
+            .chain(&self.members)
+        {
             if identity.pid <= 0 {
                 return Err(format!("bad pid {}", identity.pid));
             }
@@ -174,6 +177,7 @@ mod tests {
             ("id", serde_json::json!("")),
             ("owner", serde_json::json!({"pid": -1, "start_time": 1})),
             ("leader", serde_json::json!({"pid": 0, "start_time": 1})),
+            ("members", serde_json::json!([{"pid": -5, "start_time": 1}])),
             (
                 "cgroup",
                 serde_json::json!("/sys/fs/cgroup/unified/system.slice"),

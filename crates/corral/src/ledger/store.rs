@@ -77,21 +77,9 @@ impl Store {
                 "must end in a directory name, not '.' or '..'",
             ));
         }
-        let parent = match std::fs::canonicalize(parent) {
-            Ok(parent) => parent,
-            Err(error) if error.kind() == io::ErrorKind::NotFound && !create => return Ok(None),
-            Err(error) if error.kind() == io::ErrorKind::NotFound => {
-                create_parents(parent).map_err(|e| {
-                    refused(path, format!("cannot create {}: {e}", parent.display()))
-                })?;
-                std::fs::canonicalize(parent)
-                    .map_err(|e| refused(path, format!("{}: {e}", parent.display())))?
-            }
-            Err(error) => {
-                return Err(refused(path, format!("{}: {error}", parent.display())));
-            }
+        let Some(above) = open_trusted_ancestors(parent, create)? else {
+            return Ok(None);
         };
-        let above = open_trusted_ancestors(&parent)?;
         let dir = match dirfd::open_dir_at(Some(&above), name) {
             Ok(dir) => dir,
             Err(error) if error.kind() == io::ErrorKind::NotFound && !create => return Ok(None),
@@ -223,25 +211,93 @@ fn not_a_directory(path: &Path, error: &io::Error) -> Error {
     }
 }
 
-/// Opens `dir` (canonical) component by component from `/`, checking that
-/// nobody but us or root could replace any of them: each is owned by us or
-/// root and, if others may write to it, sticky (as `/tmp` is).
-fn open_trusted_ancestors(dir: &Path) -> Result<OwnedFd, Error> {
-    let mut fd =
+/// How many symlinks above the ledger a path may pass through (as the
+/// kernel's own limit).
+const MAX_SYMLINKS: usize = 40;
+
+/// Opens `dir` component by component from `/` with `O_NOFOLLOW`, checking
+/// that nobody but us or root could replace any of them: each is owned by us
+/// or root and, if others may write to it, sticky (as `/tmp` is). A symlink
+/// on the way (`/var/run`) is followed only if it is owned by us or root (its
+/// directory was checked, so nobody else can swap it). Missing directories
+/// are created (mode 0700) when `create`, each after its parent passed;
+/// otherwise `Ok(None)`.
+fn open_trusted_ancestors(dir: &Path, create: bool) -> Result<Option<OwnedFd>, Error> {
+    let root =
         dirfd::open_dir_at(None, OsStr::new("/")).map_err(|e| refused(dir, e.to_string()))?;
-    let mut walked = PathBuf::from("/");
-    let mut names = dir.components().filter_map(|c| match c {
-        Component::Normal(name) => Some(name),
-        _ => None,
-    });
-    loop {
-        check_ancestor(&walked, &fd)?;
-        let Some(name) = names.next() else {
-            return Ok(fd);
+    check_ancestor(Path::new("/"), &root)?;
+    // The directories walked so far, so that `..` goes back up one.
+    let mut walked: Vec<(PathBuf, OwnedFd)> = vec![(PathBuf::from("/"), root)];
+    let mut pending: std::collections::VecDeque<OsString> = components(dir).collect();
+    let mut symlinks = 0;
+    while let Some(name) = pending.pop_front() {
+        if name == ".." {
+            if walked.len() > 1 {
+                walked.pop();
+            }
+            continue;
+        }
+        let (here, fd) = walked.last().expect("the root stays");
+        let path = here.join(&name);
+        let opened = match dirfd::open_dir_at(Some(fd), &name) {
+            Err(error) if error.kind() == io::ErrorKind::NotFound && create => {
+                match dirfd::mkdir_at(fd, &name, 0o700) {
+                    Err(error) if error.kind() != io::ErrorKind::AlreadyExists => {
+                        return Err(refused(&path, format!("cannot create it: {error}")));
+                    }
+                    _ => dirfd::open_dir_at(Some(fd), &name),
+                }
+            }
+            other => other,
         };
-        walked.push(name);
-        fd = dirfd::open_dir_at(Some(&fd), name).map_err(|e| not_a_directory(&walked, &e))?;
+        let next = match opened {
+            Ok(next) => next,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(error) if matches!(error.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+                let link =
+                    dirfd::symlink_at(fd, &name).map_err(|e| refused(&path, e.to_string()))?;
+                let Some((owner, target)) = link else {
+                    return Err(refused(&path, "not a directory"));
+                };
+                let me = sys::geteuid();
+                if owner != me && owner != 0 {
+                    return Err(refused(
+                        &path,
+                        format!(
+                            "a symlink above the ledger owned by uid {owner}, neither root nor \
+                             uid {me}: not followed; {FIX}"
+                        ),
+                    ));
+                }
+                symlinks += 1;
+                if symlinks > MAX_SYMLINKS {
+                    return Err(refused(&path, "too many symlinks"));
+                }
+                let target = PathBuf::from(target);
+                if target.is_absolute() {
+                    walked.truncate(1);
+                }
+                for (n, component) in components(&target).enumerate() {
+                    pending.insert(n, component);
+                }
+                continue;
+            }
+            Err(error) => return Err(refused(&path, error.to_string())),
+        };
+        check_ancestor(&path, &next)?;
+        walked.push((path, next));
     }
+    Ok(walked.pop().map(|(_, fd)| fd))
+}
+
+/// The names to walk in `path`: normal components and `..` (`.` and the
+/// root are implied).
+fn components(path: &Path) -> impl Iterator<Item = OsString> + '_ {
+    path.components().filter_map(|c| match c {
+        Component::Normal(name) => Some(name.to_owned()),
+        Component::ParentDir => Some(OsString::from("..")),
+        _ => None,
+    })
 }
 
 fn check_ancestor(path: &Path, fd: &OwnedFd) -> Result<(), Error> {
@@ -268,15 +324,6 @@ fn check_ancestor(path: &Path, fd: &OwnedFd) -> Result<(), Error> {
         ));
     }
     Ok(())
-}
-
-/// Creates the missing directories above the ledger, mode 0700.
-fn create_parents(path: &Path) -> io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
 }
 
 #[cfg(test)]

@@ -16,10 +16,10 @@ use super::{
 };
 use crate::{
     Backend, ProcessInfo, Signal,
-    contain::{cgroup_mount, descendants},
+    contain::{cgroup_mount, descendants, remove_below, subtree_pids},
     error::Error,
     identity::{self, Stat},
-    sys::dirfd,
+    sys::{self, dirfd},
 };
 
 /// How long ending one recorded tree may take before it is reported as
@@ -93,7 +93,21 @@ fn owner_state(record: &Record) -> Owner {
     if record.pid_ns.is_some() && record.pid_ns != pid_ns() {
         return Owner::OtherNamespace;
     }
-    owner_from(identity::read_stat(record.owner.pid), record)
+    let read = match identity::read_stat(record.owner.pid) {
+        // `/proc` may hide a live process from this reader (`hidepid`): a
+        // pidfd tells whether the pid exists at all.
+        Err(error)
+            if error.kind() == io::ErrorKind::NotFound
+                && sys::pidfd_open(record.owner.pid).is_ok() =>
+        {
+            Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "the owner's pid exists but /proc hides it from this reader (hidepid?)",
+            ))
+        }
+        read => read,
+    };
+    owner_from(read, record)
 }
 
 /// The owner's state from what reading its `/proc` entry gave.
@@ -113,26 +127,71 @@ fn owner_from(read: io::Result<Stat>, record: &Record) -> Owner {
 
 /// A recorded cgroup leaf that is still the cgroup the record was written
 /// for: a corral leaf inside the cgroup v2 mount, opened without following a
-/// symlink, whose inode is the recorded cgroup id.
+/// symlink, on a cgroup v2 file system, whose inode is the recorded cgroup
+/// id.
 struct Leaf {
     parent: OwnedFd,
     name: OsString,
     dir: OwnedFd,
+    /// Whether the id was recorded and matches. Without a recorded id (the
+    /// watchdog hears of a leaf before its `mkdir`) the leaf is only ever
+    /// removed, never read or killed.
+    verified: bool,
+}
+
+/// What became of a recorded leaf.
+enum LeafState {
+    Found(Leaf),
+    /// It is gone (or another cgroup has its name): nothing to act on.
+    Gone,
+    /// It cannot be judged from here (no cgroup v2 mount, no permission, a
+    /// lazily unmounted hierarchy): the record is kept, nothing is touched.
+    Unknown(String),
 }
 
 impl Leaf {
-    /// The leaf, if it exists and is the recorded one. Without a recorded id
-    /// (the watchdog hears of a leaf before its `mkdir`) the leaf is only
-    /// ever removed, never read or killed.
-    fn open(record: &Record) -> Option<(Self, bool)> {
-        let cgroup = record.cgroup.as_ref()?;
-        if !members_allowed(cgroup) {
-            return None;
+    fn open(record: &Record) -> LeafState {
+        let Some(cgroup) = record.cgroup.as_ref() else {
+            return LeafState::Gone;
+        };
+        let Some(mount) = cgroup_mount() else {
+            return LeafState::Unknown("no cgroup v2 mount here".to_owned());
+        };
+        let (Some(parent_path), Some(name)) = (cgroup.parent(), cgroup.file_name()) else {
+            return LeafState::Gone;
+        };
+        if !is_corral_leaf(cgroup) || !cgroup.starts_with(mount) {
+            return LeafState::Gone;
         }
-        let parent = dirfd::open_dir_at(None, cgroup.parent()?.as_os_str()).ok()?;
-        let name = cgroup.file_name()?.to_owned();
-        let dir = dirfd::open_dir_at(Some(&parent), &name).ok()?;
-        let ino = dirfd::meta(&dir).ok()?.ino;
+        let unknown = |error: io::Error| {
+            if error.kind() == io::ErrorKind::NotFound {
+                LeafState::Gone
+            } else {
+                LeafState::Unknown(format!("{}: {error}", cgroup.display()))
+            }
+        };
+        let parent = match dirfd::open_dir_at(None, parent_path.as_os_str()) {
+            Ok(parent) => parent,
+            Err(error) => return unknown(error),
+        };
+        let dir = match dirfd::open_dir_at(Some(&parent), name) {
+            Ok(dir) => dir,
+            Err(error) => return unknown(error),
+        };
+        match dirfd::is_cgroup2(&dir) {
+            Ok(true) => {}
+            Ok(false) => {
+                return LeafState::Unknown(format!(
+                    "{} is not on a cgroup v2 file system (unmounted?)",
+                    cgroup.display()
+                ));
+            }
+            Err(error) => return unknown(error),
+        }
+        let ino = match dirfd::meta(&dir) {
+            Ok(meta) => meta.ino,
+            Err(error) => return unknown(error),
+        };
         let verified = match record.cgroup_id {
             Some(id) if id == ino => true,
             Some(id) => {
@@ -140,39 +199,43 @@ impl Leaf {
                     id = %record.id, cgroup = %cgroup.display(), recorded = id, found = ino,
                     "a ledger record's cgroup is now another cgroup: left alone"
                 );
-                return None;
+                return LeafState::Gone;
             }
             None => false,
         };
-        Some((Self { parent, name, dir }, verified))
+        LeafState::Found(Self {
+            parent,
+            name: name.to_owned(),
+            dir,
+            verified,
+        })
     }
 
+    /// The running processes of the leaf and of any cgroup below it.
     fn members(&self) -> Vec<Stat> {
-        let procs = dirfd::open_file_at(&self.dir, OsStr::new("cgroup.procs"))
-            .and_then(|fd| dirfd::read_capped(&fd, 1 << 20))
-            .unwrap_or_default();
-        String::from_utf8_lossy(&procs)
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
+        subtree_pids(&self.dir)
+            .unwrap_or_default()
+            .into_iter()
             .filter_map(|pid| identity::read_stat(pid).ok())
             .filter(Stat::is_running)
             .collect()
     }
 
+    /// `cgroup.kill`: the leaf and every cgroup below it.
     fn kill(&self) {
         if let Ok(fd) = dirfd::open_for_write_at(&self.dir, OsStr::new("cgroup.kill")) {
             let _ = dirfd::write_all(&fd, b"1");
         }
     }
 
-    /// Removes the leaf if it is still the one opened (same inode).
-    fn remove(&self) {
+    /// Removes the cgroups below the leaf, then the leaf if it is still the
+    /// one opened (same inode). False if it is still there.
+    fn remove(&self) -> bool {
+        remove_below(&self.dir, 0);
         let same = dirfd::open_dir_at(Some(&self.parent), &self.name)
             .and_then(|again| Ok((dirfd::meta(&again)?.ino, dirfd::meta(&self.dir)?.ino)))
             .is_ok_and(|(now, then)| now == then);
-        if same {
-            let _ = dirfd::rmdir_at(&self.parent, &self.name);
-        }
+        !same || dirfd::rmdir_at(&self.parent, &self.name).is_ok()
     }
 }
 
@@ -186,7 +249,7 @@ pub(crate) fn members_of(record: &Record) -> Vec<Stat> {
     }
     if record.cgroup.is_some() {
         return match Leaf::open(record) {
-            Some((leaf, true)) => leaf.members(),
+            LeafState::Found(leaf) if leaf.verified => leaf.members(),
             _ => Vec::new(),
         };
     }
@@ -226,7 +289,14 @@ pub(crate) fn members_of(record: &Record) -> Vec<Stat> {
 /// to a second for it to empty, and removes the cgroup leaf. Used by the
 /// watchdog when the owner dies, and by [`sweep`].
 pub fn terminate(record: &Record) -> SweepAction {
-    let leaf = Leaf::open(record);
+    let leaf = match Leaf::open(record) {
+        LeafState::Found(leaf) => Some(leaf),
+        LeafState::Gone => None,
+        LeafState::Unknown(reason) => {
+            tracing::warn!(id = %record.id, %reason, "a ledger record's cgroup cannot be judged: kept");
+            return SweepAction::Skipped;
+        }
+    };
     let found = members_of(record);
     if found.is_empty() && leaf.is_none() {
         return SweepAction::Dropped;
@@ -239,8 +309,8 @@ pub fn terminate(record: &Record) -> SweepAction {
             break;
         }
         match &leaf {
-            Some((leaf, true)) => leaf.kill(),
-            Some((_, false)) => break,
+            Some(leaf) if leaf.verified => leaf.kill(),
+            Some(_) => break,
             None => {
                 for stat in &left {
                     let _ = identity::signal_verified(stat.pid, stat.start_time, Signal::KILL);
@@ -249,18 +319,16 @@ pub fn terminate(record: &Record) -> SweepAction {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    if let Some((leaf, _)) = &leaf {
-        leaf.remove();
+    let removed = leaf.as_ref().is_none_or(Leaf::remove);
+    let survivors: Vec<ProcessInfo> = members_of(record).iter().map(identity::describe).collect();
+    if survivors.is_empty() && !removed {
+        tracing::warn!(id = %record.id, "a recorded leaf could not be removed: the record is kept");
+        return SweepAction::Skipped;
     }
-    let survivors = members_of(record).iter().map(identity::describe).collect();
     SweepAction::Killed {
         members: described,
         survivors,
     }
-}
-
-fn members_allowed(cgroup: &Path) -> bool {
-    is_corral_leaf(cgroup) && cgroup_mount().is_some_and(|m| cgroup.starts_with(m))
 }
 
 /// Ends every recorded tree whose owner is dead and drops its record; with

@@ -58,7 +58,13 @@ fn watch(input: impl std::io::Read) -> ! {
         } = message
         {
             let action = ledger::terminate(record);
-            let done = !matches!(&action, ledger::SweepAction::Killed { survivors, .. } if !survivors.is_empty());
+            // Kept when members survive or the tree could not be judged
+            // (`Skipped`): `corral reap` can retry.
+            let done = match &action {
+                ledger::SweepAction::Dropped => true,
+                ledger::SweepAction::Killed { survivors, .. } => survivors.is_empty(),
+                ledger::SweepAction::Skipped => false,
+            };
             if done {
                 let _ = ledger::remove_in(dir, &record.id);
             } else {

@@ -180,3 +180,34 @@ pub(crate) fn random_u64() -> io::Result<u64> {
     }
     Ok(u64::from_ne_bytes(bytes))
 }
+
+/// If `name` in `dir` is a symlink: its owner and its target
+/// (`fstatat(AT_SYMLINK_NOFOLLOW)`, then `readlinkat`). `None` if it is
+/// anything else.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/readlinkat.2.html>
+pub(crate) fn symlink_at(dir: &OwnedFd, name: &OsStr) -> io::Result<Option<(u32, OsString)>> {
+    let stat = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::Symlink {
+        return Ok(None);
+    }
+    let target = rustix::fs::readlinkat(dir, name, Vec::new())?;
+    Ok(Some((
+        stat.st_uid,
+        OsStr::from_bytes(target.to_bytes()).to_owned(),
+    )))
+}
+
+/// `CGROUP2_SUPER_MAGIC`, as `fstatfs` reports a cgroup v2 file system.
+const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+
+/// Whether `fd` lies on a cgroup v2 file system (`fstatfs`).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/fstatfs.2.html>
+pub(crate) fn is_cgroup2(fd: &OwnedFd) -> io::Result<bool> {
+    let stat = rustix::fs::fstatfs(fd)?;
+    #[allow(clippy::unnecessary_cast, clippy::cast_possible_wrap)]
+    Ok(stat.f_type as i64 == CGROUP2_SUPER_MAGIC)
+}
