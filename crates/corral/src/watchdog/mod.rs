@@ -71,13 +71,20 @@ pub fn set_executable(path: impl Into<PathBuf>) {
     *lock(&EXECUTABLE) = Some(path.into());
 }
 
-/// The watchdog executable, or why there is none.
+/// The watchdog executable, or why there is none. In this order:
+/// [`set_executable`], then `$CORRAL_WATCHDOG` (which must be an absolute
+/// path: a relative one would be looked up in whatever directory or `PATH`
+/// the helper happens to start with), then this program if it called
+/// [`hook`].
+///
+/// # Errors
+/// A one-line reason, naming what to change.
 pub fn executable() -> Result<PathBuf, String> {
     if let Some(path) = lock(&EXECUTABLE).clone() {
         return Ok(path);
     }
-    if let Some(path) = std::env::var_os("CORRAL_WATCHDOG").filter(|p| !p.is_empty()) {
-        return Ok(PathBuf::from(path));
+    if let Some(path) = from_env(std::env::var_os("CORRAL_WATCHDOG")) {
+        return path;
     }
     if HOOKED.load(Ordering::SeqCst) {
         return std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"));
@@ -87,6 +94,20 @@ pub fn executable() -> Result<PathBuf, String> {
          or set CORRAL_WATCHDOG to the corral binary"
             .to_owned(),
     )
+}
+
+/// `$CORRAL_WATCHDOG`, if set: an absolute path, or why it is refused.
+fn from_env(value: Option<std::ffi::OsString>) -> Option<Result<PathBuf, String>> {
+    let path = PathBuf::from(value.filter(|p| !p.is_empty())?);
+    Some(if path.is_absolute() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "CORRAL_WATCHDOG={} is not an absolute path: set it to the full path \
+             of the corral binary (e.g. \"$(command -v corral)\") or unset it",
+            path.display()
+        ))
+    })
 }
 
 /// The watchdog's pid, if one is running.
@@ -288,6 +309,26 @@ fn monitor(pidfd: OwnedFd, helper: (i32, u64)) {
             Err(error) => {
                 tracing::error!(%error, "the watchdog died and cannot be restarted: owner death is unguarded")
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corral_watchdog_must_be_absolute() {
+        assert_eq!(from_env(None), None);
+        assert_eq!(from_env(Some("".into())), None);
+        assert_eq!(
+            from_env(Some("/usr/bin/corral".into())),
+            Some(Ok(PathBuf::from("/usr/bin/corral")))
+        );
+        for relative in ["corral", "./corral", "bin/corral"] {
+            let refused = from_env(Some(relative.into())).expect("set");
+            let reason = refused.expect_err(relative);
+            assert!(reason.contains("CORRAL_WATCHDOG") && reason.contains("absolute"));
         }
     }
 }
