@@ -54,6 +54,9 @@ fn main() -> ExitCode {
             return corral_mcp::cli::run(args, parent);
         }
         Command::Run(args) => {
+            // Before the watchdog fork and the spawn: the command must not
+            // inherit the report's descriptor.
+            report::keep_from_command(args.report_fd);
             start_watchdog();
             init_logging(args.verbose);
             run::main(&args, parent)
