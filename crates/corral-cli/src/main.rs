@@ -17,6 +17,7 @@ mod ledger;
 mod report;
 mod run;
 mod signals;
+mod text;
 
 use std::{io::IsTerminal, process::ExitCode};
 

@@ -11,6 +11,7 @@ use crate::{
     exit::Status,
     report::{NotRun, Report, Sink},
     signals,
+    text::printable,
 };
 
 /// Runs the command on a current-thread runtime. `parent` is corral's parent
@@ -151,14 +152,14 @@ fn tell(args: &RunArgs, finished: &Finished) {
             say!("sent {} to {whom} at {at:.3}s", sent.signal);
         }
         for note in &report.notes {
-            say!("note: {note}");
+            say!("note: {}", printable(note));
         }
     }
     if !report.survivors.is_empty() {
         let list: Vec<String> = report
             .survivors
             .iter()
-            .map(|p| format!("{} ({})", p.pid, p.command))
+            .map(|p| format!("{} ({})", p.pid, printable(&p.command)))
             .collect();
         say!(
             "{} process(es) survived SIGKILL and --final-bound {:?}: {}",
