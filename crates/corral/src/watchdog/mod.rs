@@ -2,9 +2,10 @@
 //!
 //! When the process that owns trees dies without running any cleanup
 //! (`SIGKILL`, an abort, the OOM killer), somebody alive must do the killing.
-//! The first spawn starts a small helper process: the owner's executable
-//! re-entered through [`hook`] (the `corral` command does this), or the
-//! program named by `$CORRAL_WATCHDOG` or [`set_executable`]. Its standard
+//! The first spawn starts a small helper process (see [`executable`] for
+//! which): the program named by [`set_executable`] or `$CORRAL_WATCHDOG`, or
+//! the owner's executable re-entered through [`hook`] (the `corral` command
+//! does this). Its standard
 //! input is one end of a socket pair whose other end only the owner holds
 //! (close-on-exec, so no tree member inherits it): end-of-file there means the
 //! owner is gone. The owner tells it, per tree, what it needs to kill without
@@ -14,11 +15,13 @@
 //! (added and removed identities, exited members dropped), so an update costs
 //! the size of the change, not of the tree.
 //!
-//! The owner never waits for the helper: its messages go through a bounded
-//! queue to a writer thread that owns the socket. A helper that stops reading
-//! (`SIGSTOP`, a debugger, a stuck kernel call) fills the queue, after which
-//! updates are dropped and, once it reads again, replaced by a reset and the
-//! whole current state. A spawn costs an enqueue, whatever the helper does.
+//! The owner never waits for the helper: a message is written at once with a
+//! non-blocking write, and what the socket does not take goes through a
+//! bounded queue to a writer thread. A helper that stops reading (`SIGSTOP`,
+//! a debugger, a stuck kernel call) fills the queue, after which updates are
+//! dropped and, once it reads again, replaced by a reset and the whole
+//! current state. A spawn costs a write or an enqueue, whatever the helper
+//! does.
 //! The helper trusts nothing it reads: each message is validated (record ids
 //! are plain file names, pids positive, cgroups corral leaves, lines capped)
 //! and a bad one is skipped with a line on standard error.
