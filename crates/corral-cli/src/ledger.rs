@@ -5,7 +5,7 @@ use std::io::Write;
 use anyhow::Context;
 use corral::ledger::{self, Owner, SweepAction, Unreadable};
 
-use crate::{cli::LedgerArgs, exit::Status};
+use crate::{cli::LedgerArgs, exit::Status, text::printable};
 
 fn dir(args: &LedgerArgs) -> std::path::PathBuf {
     args.ledger.clone().unwrap_or_else(ledger::dir)
@@ -15,8 +15,8 @@ fn warn_unreadable(skipped: &[Unreadable]) {
     for file in skipped {
         say!(
             "skipping ledger file {}: {}",
-            file.path.display(),
-            file.reason
+            printable(&file.path.to_string_lossy()),
+            printable(&file.reason)
         );
     }
 }
@@ -67,7 +67,7 @@ pub fn ps(args: &LedgerArgs) -> anyhow::Result<Status> {
             entry.age_secs,
             entry.record.backend.name(),
             pids(&entry.members),
-            entry.record.command
+            printable(&entry.record.command)
         )
         .context("writing the list")?;
     }
@@ -110,11 +110,18 @@ pub fn reap(args: &LedgerArgs, dry_run: bool) -> anyhow::Result<Status> {
                     format!("SURVIVORS after SIGKILL: {}", pids(survivors))
                 }
             };
-            writeln!(out, "{} {}: {line}", record.id, record.command)
+            // The id is a plain file name (validated); the command line is
+            // whatever the record says.
+            writeln!(out, "{} {}: {line}", record.id, printable(&record.command))
                 .context("writing the result")?;
         }
         if sweep.actions.is_empty() {
-            writeln!(out, "no trees in {}", dir(args).display()).context("writing the result")?;
+            writeln!(
+                out,
+                "no trees in {}",
+                printable(&dir(args).to_string_lossy())
+            )
+            .context("writing the result")?;
         }
     }
     Ok(Status::Exited(u8::from(survivors)))

@@ -17,6 +17,7 @@ mod ledger;
 mod report;
 mod run;
 mod signals;
+mod text;
 mod user;
 
 use std::{io::IsTerminal, process::ExitCode};
@@ -55,6 +56,9 @@ fn main() -> ExitCode {
             return corral_mcp::cli::run(args, parent);
         }
         Command::Run(args) => {
+            // Before the watchdog fork and the spawn: the command must not
+            // inherit the report's descriptor.
+            report::keep_from_command(args.report_fd);
             start_watchdog();
             init_logging(args.verbose);
             run::main(&args, parent)

@@ -170,6 +170,21 @@ pub struct Sink {
     file: File,
 }
 
+/// Keeps `--report-fd N` from the command: close-on-exec, set before the
+/// watchdog is forked and the command spawned, so nothing but corral can
+/// write into the report. Standard input, output and error (0-2) are the
+/// command's own streams and are left alone. A descriptor that is not open
+/// is left for [`Sink::open`] to refuse.
+pub fn keep_from_command(fd: Option<u32>) {
+    if let Some(fd) = fd
+        .and_then(|fd| i32::try_from(fd).ok())
+        .filter(|&fd| fd > 2)
+        && let Err(error) = corral::host::close_on_exec(fd)
+    {
+        tracing::debug!(fd, %error, "cannot set close-on-exec on the report descriptor");
+    }
+}
+
 impl Sink {
     /// Opens `--report FILE` (created or truncated) or `--report-fd N`.
     ///

@@ -11,6 +11,7 @@ use crate::{
     exit::Status,
     report::{NotRun, Report, Sink},
     signals,
+    text::printable,
 };
 
 /// Runs the command on a current-thread runtime. `parent` is corral's parent
@@ -171,7 +172,7 @@ fn tell(args: &RunArgs, finished: &Finished) {
             say!("sent {} to {whom} at {at:.3}s", sent.signal);
         }
         for note in &report.notes {
-            say!("note: {note}");
+            say!("note: {}", printable(note));
         }
     }
     if !report.left_cgroup.is_empty() {
@@ -191,7 +192,7 @@ fn tell(args: &RunArgs, finished: &Finished) {
         let list: Vec<String> = report
             .survivors
             .iter()
-            .map(|p| format!("{} ({})", p.pid, p.command))
+            .map(|p| format!("{} ({})", p.pid, printable(&p.command)))
             .collect();
         say!(
             "{} process(es) survived SIGKILL and --final-bound {:?}: {}",

@@ -103,3 +103,30 @@ fn capabilities_lists_every_backend() {
     assert_eq!(backends[1]["backend"], "subreaper");
     assert_eq!(backends[1]["available"], true, "{}", backends[1]["detail"]);
 }
+
+/// A relative `CORRAL_WATCHDOG` would be resolved against whatever directory
+/// and `PATH` a spawn runs with: it is refused, with a note naming the
+/// variable and the fix; an absolute one is used.
+#[test]
+fn relative_corral_watchdog_is_refused() {
+    let output = corral()
+        .args(["capabilities", "--json"])
+        .env("CORRAL_WATCHDOG", "corral")
+        .output()
+        .expect("run corral");
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let watchdog = json["watchdog"].as_str().expect("watchdog");
+    assert!(
+        watchdog.starts_with("off:")
+            && watchdog.contains("CORRAL_WATCHDOG")
+            && watchdog.contains("absolute"),
+        "{watchdog}"
+    );
+    let output = corral()
+        .args(["capabilities", "--json"])
+        .env("CORRAL_WATCHDOG", "/usr/local/bin/corral")
+        .output()
+        .expect("run corral");
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["watchdog"], "on: /usr/local/bin/corral");
+}

@@ -225,3 +225,40 @@ fn torn_and_hostile_ledger_files_are_skipped_with_a_warning() {
     assert_eq!(records(&dir), 4, "unreadable files are left in place");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A record's command line is whatever its writer put there: `ps` and `reap`
+/// print it with control characters escaped, so it cannot clear the
+/// terminal or fake a line of the listing.
+#[test]
+fn hostile_command_lines_are_printed_escaped() {
+    let dir = ledger_dir("escapes");
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").expect("boot id");
+    let record = serde_json::json!({
+        "version": 1, "id": "escapes", "owner": {"pid": 999_999, "start_time": 1},
+        "owner_exe": null, "boot_id": boot.trim(), "backend": "group", "leader": null,
+        "members": [], "cgroup": null,
+        "command": "sleep 1\u{1b}[2J\nfake-tree 1 alive 0s group - evil\u{9b}31m",
+        "created_at": 0
+    });
+    std::fs::write(dir.join("escapes.json"), record.to_string()).expect("write");
+    for (subcommand, lines) in [(&["ps"][..], 2), (&["reap", "--dry-run"], 1)] {
+        let output = corral()
+            .args(subcommand)
+            .arg("--ledger")
+            .arg(&dir)
+            .output()
+            .expect("run");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(0), "{subcommand:?}: {stdout}");
+        assert!(
+            !stdout.contains(['\u{1b}', '\u{9b}']),
+            "{subcommand:?} printed a terminal escape: {stdout:?}"
+        );
+        assert_eq!(stdout.lines().count(), lines, "{subcommand:?}: {stdout:?}");
+        assert!(
+            stdout.contains("sleep 1\\u{1b}[2J\\nfake-tree"),
+            "{stdout:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

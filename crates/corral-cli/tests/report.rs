@@ -144,6 +144,36 @@ fn report_fd_receives_the_report() {
     assert_eq!(report["signals"], serde_json::json!([]));
 }
 
+/// The report's descriptor is corral's alone: the command (and anything it
+/// starts) does not inherit it, so it cannot forge or garble the report.
+#[test]
+fn command_cannot_write_into_the_report_fd() {
+    let path = temp("report-fd-forged");
+    let script = format!(
+        "\"$0\" run --report-fd 3 -- sh -c 'echo forged >&3' 3>'{}'",
+        path.display()
+    );
+    let output = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .arg(common::corral_path())
+        .output()
+        .expect("run sh");
+    let text = std::fs::read_to_string(&path).expect("report written");
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        text.starts_with('{'),
+        "the command wrote into the report: {text}"
+    );
+    let report: Value = serde_json::from_str(&text).expect("the report is corral's JSON only");
+    assert_ne!(
+        report["exit_status"],
+        0,
+        "the write to fd 3 should fail: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 #[test]
 fn unwritable_report_fails_before_the_command_runs() {
     let marker = temp("must-not-exist");

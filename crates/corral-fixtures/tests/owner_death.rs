@@ -494,3 +494,59 @@ fn serde_json_record(id: &str, owner: Identity, leader: Identity, backend: &str)
         leader.start_time,
     )
 }
+
+/// A watchdog that stops reading (here `SIGSTOP`ped) never freezes its
+/// owner: many spawns whose records overflow the socket's buffer all return
+/// in bounded time, and the watchdog still works once it runs again.
+#[test]
+fn a_stopped_watchdog_does_not_block_spawns() {
+    let dir = ledger_dir("stopped-watchdog");
+    corral::ledger::set_dir(&dir);
+    corral::watchdog::set_executable(owner_path());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let spawn = |arg: &str| {
+        corral::Command::new("true")
+            .arg(arg)
+            .backend(corral::BackendChoice::Only(corral::Backend::Group))
+            .run()
+    };
+    let first = runtime.block_on(spawn("first")).expect("runs");
+    assert!(first.report.notes.is_empty(), "{:?}", first.report.notes);
+    let helper = corral::watchdog::helper_pid().expect("a watchdog runs");
+    let helper = proc_identity(helper).expect("alive");
+    assert!(send_signal(&helper, Signal::STOP));
+    // Each record carries the command line: 64 KiB arguments fill the
+    // socket's buffer within a few spawns.
+    let big = "x".repeat(64 << 10);
+    const SPAWNS: usize = 100;
+    let (done, finished) = std::sync::mpsc::channel();
+    let owner = std::thread::spawn(move || {
+        for _ in 0..SPAWNS {
+            let finished = runtime.block_on(spawn(&big)).expect("runs");
+            assert_eq!(finished.outcome, corral::Outcome::Exited { code: 0 });
+            let _ = done.send(());
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut returned = 0;
+    while returned < SPAWNS {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if finished.recv_timeout(left).is_err() {
+            break;
+        }
+        returned += 1;
+    }
+    assert!(send_signal(&helper, Signal::CONT));
+    assert_eq!(returned, SPAWNS, "spawns blocked behind a stopped watchdog");
+    owner.join().expect("owner thread");
+    assert!(
+        is_running(&helper),
+        "the watchdog survived its stop and the flood"
+    );
+    corral::watchdog::shutdown();
+    assert!(wait_gone(&[helper], Duration::from_secs(5)).is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
+}

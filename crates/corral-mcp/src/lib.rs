@@ -6,7 +6,7 @@
 //! started. Whatever it started lives on. The guard sits in the client's
 //! configuration in front of the server command, relays newline-delimited
 //! JSON-RPC both ways without reordering or rewriting it, drops malformed
-//! frames (one line on stderr each), answers the client's requests in flight
+//! frames (one line on stderr each, at most ten a second), answers the client's requests in flight
 //! when the server dies, and on shutdown follows the MCP stdio lifecycle for
 //! the *whole tree*: close stdin, wait, `SIGTERM`, wait, `SIGKILL`, final
 //! bound. It never depends on one protocol version: the relay reads only the
@@ -28,7 +28,8 @@
 //! - [`message`]: what a line is (request, notification, response) or why
 //!   it is malformed.
 //! - [`inflight`]: requests waiting for their response.
-//! - [`relay`]: the two pumps and their counters.
+//! - [`relay`]: the two pumps and their counters; [`notelimit`]: the rate
+//!   limit on their notes.
 //! - `wrap`: the server process, the relay's end, the shutdown.
 //! - [`exit`](ExitStatus): exit statuses; `report`: the JSON report;
 //!   `signals`, `stdio`: the relay process's own signals and streams.
@@ -42,6 +43,7 @@ mod exit;
 pub mod frame;
 pub mod inflight;
 pub mod message;
+pub mod notelimit;
 mod options;
 pub mod relay;
 mod report;

@@ -1,6 +1,7 @@
 //! The two pumps: client → server and server → client, each reading lines,
-//! dropping malformed ones with one line on standard error, tracking request
-//! ids, and forwarding the rest byte for byte, in order.
+//! dropping malformed ones with one line on standard error (rate-limited, see
+//! [`crate::notelimit`]), tracking request ids (in a capped table, see
+//! [`crate::inflight`]), and forwarding the rest byte for byte, in order.
 //!
 //! Both pumps share one [`Shared`]: the in-flight table and the counters,
 //! behind a mutex that is never held across an `.await`.
@@ -18,8 +19,9 @@ use tokio::{
 
 use crate::{
     frame::{Framer, Piece, READ_CHUNK},
-    inflight::{InFlight, Matched, Side},
+    inflight::{InFlight, MAX_IN_FLIGHT, Matched, Side},
     message::{self, Id, Malformed, Message},
+    notelimit::{Admit, NoteLimit},
 };
 
 /// The JSON-RPC error code of the relay's own answers: the TypeScript SDK's
@@ -88,6 +90,7 @@ struct State {
     /// may be on the client's pipe, so nothing else may be written after it.
     client_mid_write: bool,
     client_broken: bool,
+    notes: NoteLimit,
 }
 
 /// Why a pump stopped.
@@ -160,8 +163,19 @@ impl Shared {
         };
         match message {
             Message::Request { id, method } => {
+                let forgotten = state.inflight.forgotten();
                 if !state.inflight.request(from, id, &method) {
                     state.stats.reused_ids += 1;
+                }
+                if state.inflight.forgotten() > forgotten {
+                    self.note(
+                        state,
+                        &format!(
+                            "corral mcp: over {MAX_IN_FLIGHT} requests from the {} in flight: \
+                             forgot the oldest (its late answer is still forwarded)",
+                            from.name()
+                        ),
+                    );
                 }
             }
             Message::Notification {
@@ -195,10 +209,28 @@ impl Shared {
             let more = if line.len() > SHOWN { "..." } else { "" };
             format!(": {head:?}{more}")
         };
-        (self.notes)(&format!(
-            "corral mcp: dropped a frame from the {}: {why}{preview}",
-            from.name()
-        ));
+        self.note(
+            state,
+            &format!(
+                "corral mcp: dropped a frame from the {}: {why}{preview}",
+                from.name()
+            ),
+        );
+    }
+
+    /// Writes a note, unless more than the rate limit's share came this
+    /// second; the first note after a burst says how many were held back.
+    fn note(&self, state: &mut State, note: &str) {
+        match state.notes.admit(std::time::Instant::now()) {
+            Admit::Suppress => {}
+            Admit::Write { suppressed: 0 } => (self.notes)(note),
+            Admit::Write { suppressed } => {
+                (self.notes)(&format!(
+                    "corral mcp: {suppressed} more notes held back (over the rate limit)"
+                ));
+                (self.notes)(note);
+            }
+        }
     }
 
     /// Answers every client request in flight with an error saying

@@ -248,7 +248,11 @@ where
     let finished = match finished {
         Some(finished) => finished,
         None => {
-            let deadline = Instant::now() + options.close_grace;
+            // `Duration::MAX` (no limit) must not overflow the instant.
+            let now = Instant::now();
+            let deadline = now
+                .checked_add(options.close_grace)
+                .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30));
             let mut terminating = false;
             loop {
                 tokio::select! {

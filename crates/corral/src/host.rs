@@ -39,6 +39,16 @@ pub fn signal_on_parent_death(signal: Signal, parent: i32) -> io::Result<ParentW
     })
 }
 
+/// Keeps descriptor `fd` (one this process was handed, e.g. `--report-fd N`)
+/// from every program it executes from now on: sets close-on-exec. Call it
+/// before anything is spawned or forked.
+///
+/// # Errors
+/// If `fd` is not open.
+pub fn close_on_exec(fd: i32) -> io::Result<()> {
+    sys::set_cloexec(fd)
+}
+
 /// This process's parent's pid, as read now.
 pub fn parent_pid() -> i32 {
     sys::getppid()

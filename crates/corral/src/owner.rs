@@ -181,11 +181,14 @@ impl Registration {
         }
     }
 
-    /// Every member a scanned tree knows of, for the watchdog (not written
-    /// to the ledger file: that would cost a write per change).
+    /// The running members of a scanned tree, for the watchdog, which is
+    /// told only what changed (not written to the ledger file: that would
+    /// cost a write per change).
     pub(crate) fn members(&mut self, members: Vec<Identity>) {
+        if self.watchdog {
+            watchdog::members(&self.record.id, &members);
+        }
         self.record.members = members;
-        self.tell_watchdog();
     }
 
     fn tell_watchdog(&mut self) {

@@ -28,7 +28,7 @@ use crate::{
     launch::{self, Launched},
     owner::{self, Registration},
     sys,
-    terminate::{Escalation, Step},
+    terminate::{Escalation, Step, deadline_after},
 };
 
 /// When a tree found by scanning `/proc` is first re-scanned while it runs,
@@ -343,7 +343,7 @@ impl Supervision {
 
         // Terminated: the drain reads to end-of-file at once (every writer is
         // gone). Released: the released processes get `drain` to finish.
-        let drain_until = Instant::now() + release.unwrap_or(Duration::ZERO);
+        let drain_until = deadline_after(Instant::now(), release.unwrap_or(Duration::ZERO));
         let limit = self.command.capture_limit;
         let stdout = finish_reader(self.stdout.take(), drain_until, limit).await;
         let stderr = finish_reader(self.stderr.take(), drain_until, limit).await;
@@ -375,7 +375,11 @@ impl Supervision {
     /// so that members which later lose their link to the leader (a `setsid`
     /// child whose parent exits) stay known, also to the watchdog.
     async fn wait_for_trigger(&mut self) -> Trigger {
-        let deadline = self.command.timeout.map(|limit| self.started + limit);
+        // A limit too large for an instant (`Duration::MAX`) is no limit.
+        let deadline = self
+            .command
+            .timeout
+            .and_then(|limit| self.started.checked_add(limit));
         let user_token = self.command.cancel.clone();
         let timeout = async move {
             match deadline {

@@ -40,10 +40,21 @@ impl Default for Policy {
 }
 
 impl Policy {
-    /// The longest a termination can take: grace plus final bound.
+    /// The longest a termination can take: grace plus final bound
+    /// (saturating: `Duration::MAX` means no bound, never a panic).
     pub fn bound(&self) -> Duration {
-        self.grace + self.final_bound
+        self.grace.saturating_add(self.final_bound)
     }
+}
+
+/// `now + wait`, or a far-future instant where that sum does not fit (a
+/// caller's `Duration::MAX` means "no deadline", never a panic).
+pub(crate) fn deadline_after(now: Instant, wait: Duration) -> Instant {
+    /// About 30 years, like tokio's own far future.
+    const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
+    now.checked_add(wait)
+        .or_else(|| now.checked_add(FAR))
+        .unwrap_or(now)
 }
 
 /// What the driver must do next.
@@ -111,7 +122,7 @@ impl Escalation {
                     self.kill(now)
                 } else {
                     self.phase = Phase::Graceful {
-                        deadline: now + self.policy.grace,
+                        deadline: deadline_after(now, self.policy.grace),
                     };
                     Step::Signal(self.policy.signal)
                 }
@@ -131,7 +142,7 @@ impl Escalation {
     fn kill(&mut self, now: Instant) -> Step {
         self.killed = true;
         self.phase = Phase::Killing {
-            deadline: now + self.policy.final_bound,
+            deadline: deadline_after(now, self.policy.final_bound),
         };
         Step::Kill
     }
@@ -235,5 +246,30 @@ mod tests {
             }
         }
         assert_eq!(now, t0 + p.bound());
+    }
+
+    /// `Duration::MAX` as grace or final bound means "no deadline": the
+    /// escalation waits far into the future instead of panicking.
+    #[test]
+    fn duration_max_never_overflows() {
+        let t0 = Instant::now();
+        let p = Policy {
+            signal: Signal::TERM,
+            grace: Duration::MAX,
+            final_bound: Duration::MAX,
+        };
+        assert_eq!(p.bound(), Duration::MAX);
+        let mut e = Escalation::new(p);
+        assert_eq!(e.next(t0, false), Step::Signal(Signal::TERM));
+        let far =
+            |step| matches!(step, Step::WaitUntil(d) if d > t0 + Duration::from_secs(86_400 * 365));
+        assert!(far(e.next(t0, false)));
+        let mut kill = Escalation::new(Policy {
+            signal: Signal::KILL,
+            ..p
+        });
+        assert_eq!(kill.next(t0, false), Step::Kill);
+        assert!(far(kill.next(t0, false)));
+        assert_eq!(kill.next(t0, true), Step::Done);
     }
 }

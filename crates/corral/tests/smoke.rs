@@ -109,3 +109,30 @@ async fn piped_output_is_handed_to_the_caller() {
     assert_eq!(finished.outcome, Outcome::Exited { code: 0 });
     assert_eq!((out.as_str(), err.as_str()), ("out\n", "err\n"));
 }
+
+/// `Duration::MAX` as timeout, grace and final bound means "no limit": the
+/// spawn, the wait and the cancellation never overflow an instant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duration_max_limits_do_not_panic() {
+    let child = Command::new("sh")
+        .args(["-c", "echo started; exec sleep 1000"])
+        .timeout(Duration::MAX)
+        .grace(Duration::MAX)
+        .final_bound(Duration::MAX)
+        .spawn()
+        .await
+        .expect("spawn");
+    let tap = child.stdout_tap().expect("captured stdout");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !tap.snapshot().starts_with(b"started") {
+        assert!(Instant::now() < deadline, "the command never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    child.terminate();
+    let finished = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("ends in bounded time")
+        .expect("wait");
+    assert_eq!(finished.outcome, Outcome::Cancelled);
+    assert!(finished.report.survivors.is_empty());
+}

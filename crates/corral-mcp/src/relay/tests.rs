@@ -331,3 +331,45 @@ fn the_error_response_wire_format_is_pinned() {
         )
     );
 }
+
+/// A server that logs to standard output at full speed: every line is
+/// dropped and counted, but standard error gets a bounded number of notes.
+#[tokio::test]
+async fn a_flood_of_malformed_frames_gives_a_bounded_number_of_notes() {
+    let input = "Server log line, not JSON\n".repeat(5000);
+    let (shared, notes) = shared(1 << 20);
+    let (out, _) = run_pump(Side::Server, &shared, input.as_bytes(), 4096).await;
+    assert!(out.is_empty());
+    assert_eq!(shared.stats().server_to_client.dropped, 5000);
+    let notes = notes.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    assert!(
+        notes.len() <= 2 * crate::notelimit::NOTES_PER_SECOND as usize + 2,
+        "{} notes",
+        notes.len()
+    );
+}
+
+/// A client that sends requests and never gets them answered cannot grow
+/// the in-flight table past its cap; the newest requests stay tracked.
+#[tokio::test]
+async fn the_in_flight_table_is_capped() {
+    let flood = crate::inflight::MAX_IN_FLIGHT + 500;
+    let mut input = String::new();
+    for id in 0..flood {
+        input.push_str(&format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\"}}\n"
+        ));
+    }
+    let (shared, notes) = shared(1 << 20);
+    let (out, _) = run_pump(Side::Client, &shared, input.as_bytes(), 1 << 16).await;
+    assert_eq!(out.len(), input.len(), "every request is forwarded");
+    assert_eq!(
+        shared.in_flight(Side::Client),
+        crate::inflight::MAX_IN_FLIGHT
+    );
+    let notes = notes.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    assert!(
+        !notes.is_empty() && notes.len() <= 2 * crate::notelimit::NOTES_PER_SECOND as usize + 2
+    );
+    assert!(notes[0].contains("forgot the oldest"), "{}", notes[0]);
+}

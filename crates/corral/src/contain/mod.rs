@@ -312,8 +312,8 @@ impl Tree {
         }
     }
 
-    /// Re-scans a tree found through `/proc`; returns every member known so
-    /// far if that grew. `None` for a cgroup, which needs no scan.
+    /// Re-scans a tree found through `/proc`; returns the running members if
+    /// they changed. `None` for a cgroup, which needs no scan.
     pub(crate) fn refresh(&mut self) -> Option<Vec<crate::ledger::Identity>> {
         match self {
             Tree::Cgroup(_) => None,

@@ -139,14 +139,17 @@ impl ScannedTree {
         Ok((members, reached))
     }
 
-    /// Scans; returns every member known so far if that set grew.
+    /// Scans; returns the running members if they changed since the last
+    /// scan (members that exited are dropped, new ones added).
     pub(crate) fn refresh(&mut self) -> Option<Vec<crate::ledger::Identity>> {
-        let before = self.known.len();
+        let before: Identities = self.last.iter().copied().collect();
         if let Err(error) = self.scan() {
             tracing::debug!(%error, "re-scan failed");
         }
-        (self.known.len() > before).then(|| {
-            self.known
+        let changed =
+            before.len() != self.last.len() || self.last.iter().any(|m| !before.contains(m));
+        changed.then(|| {
+            self.last
                 .iter()
                 .map(|&(pid, start_time)| crate::ledger::Identity { pid, start_time })
                 .collect()

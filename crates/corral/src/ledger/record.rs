@@ -83,7 +83,7 @@ impl Record {
         Ok(record)
     }
 
-    fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         let plain = !self.id.is_empty()
             && self.id.len() <= 128
             && self

@@ -401,3 +401,21 @@ pub(crate) fn reap_within(pidfd: BorrowedFd<'_>, limit: std::time::Duration) {
     let _ = poll(&mut fds, Some(&timeout));
     let _ = exit_status(pidfd, true);
 }
+
+/// Sets close-on-exec on descriptor `raw` (`fcntl(F_SETFD, FD_CLOEXEC)`), so
+/// programs this process executes do not inherit it.
+///
+/// # References
+/// - [`fcntl(2)`](https://man7.org/linux/man-pages/man2/fcntl.2.html)
+pub(crate) fn set_cloexec(raw: i32) -> io::Result<()> {
+    if raw < 0 {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    // SAFETY: the number is only borrowed for these two `fcntl` calls, which
+    // read and set descriptor flags and touch no memory; on a number that is
+    // not open they fail with `EBADF`.
+    let fd = unsafe { BorrowedFd::borrow_raw(raw) };
+    let flags = rustix::io::fcntl_getfd(fd)?;
+    rustix::io::fcntl_setfd(fd, flags | rustix::io::FdFlags::CLOEXEC)?;
+    Ok(())
+}
