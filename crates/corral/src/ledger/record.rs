@@ -80,9 +80,17 @@ impl Record {
         let record: Record =
             serde_json::from_value(version).map_err(|e| format!("bad record: {e}"))?;
         record.validate()?;
+        if let (Some(cgroup), None) = (&record.cgroup, record.cgroup_id) {
+            return Err(format!(
+                "the cgroup {} has no cgroup_id: which cgroup it meant cannot be checked",
+                cgroup.display()
+            ));
+        }
         Ok(record)
     }
 
+    /// The checks every record passes, from a file or from the owner (whose
+    /// watchdog hears of a leaf before its `mkdir`, so before it has an id).
     pub(crate) fn validate(&self) -> Result<(), String> {
         let plain = !self.id.is_empty()
             && self.id.len() <= 128
@@ -104,12 +112,6 @@ impl Record {
         if let Some(cgroup) = &self.cgroup {
             if !is_corral_leaf(cgroup) {
                 return Err(format!("{} is not a corral cgroup leaf", cgroup.display()));
-            }
-            if self.cgroup_id.is_none() {
-                return Err(format!(
-                    "the cgroup {} has no cgroup_id: which cgroup it meant cannot be checked",
-                    cgroup.display()
-                ));
             }
         }
         Ok(())

@@ -147,9 +147,17 @@ pub(crate) fn is_helper(pid: i32, start_time: u64) -> bool {
 pub fn shutdown() {
     let client = lock(&CLIENT).take();
     if let Some(client) = client {
-        // The writer sends what is queued, then closes the socket.
-        drop(client.queue);
-        sys::reap_within(client.pidfd.as_fd(), std::time::Duration::from_secs(1));
+        // The writer sends what is queued, then drops the last handle on the
+        // socket: the helper sees end-of-file and exits.
+        let Client {
+            stream,
+            queue,
+            pidfd,
+            ..
+        } = client;
+        drop(queue);
+        drop(stream);
+        sys::reap_within(pidfd.as_fd(), std::time::Duration::from_secs(1));
     }
 }
 
