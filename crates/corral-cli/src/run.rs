@@ -174,12 +174,22 @@ fn tell(args: &RunArgs, finished: &Finished) {
         for note in &report.notes {
             say!("note: {}", printable(note));
         }
+    } else {
+        // A crash ledger refused (another user's directory, say) weakens the
+        // owner-death guarantee: said even without -v, so it is not missed.
+        for note in report
+            .notes
+            .iter()
+            .filter(|n| n.starts_with("crash ledger off"))
+        {
+            say!("note: {}", printable(note));
+        }
     }
     if !report.left_cgroup.is_empty() {
         let list: Vec<String> = report
             .left_cgroup
             .iter()
-            .map(|p| format!("{} ({})", p.pid, p.command))
+            .map(|p| format!("{} ({})", p.pid, printable(&p.command)))
             .collect();
         say!(
             "{} process(es) had moved out of the leaf cgroup and were killed by identity: {} \

@@ -504,3 +504,31 @@ fn reap_ends_a_member_hiding_below_a_recorded_leaf() {
     assert!(!cgroups_left, "the leaf or its child cgroup was left");
     assert!(!record_left, "the record was kept after a clean end");
 }
+
+/// A ledger directory another user prepared (as `/tmp/corral-UID` can be)
+/// is not used, and `corral run` says so without `-v`: the command still
+/// runs, and the weakened owner-death guarantee is not missed.
+#[test]
+fn a_ledger_directory_prepared_by_another_user_is_reported_by_run() {
+    if !is_root() {
+        println!("SKIPPED: planting files as another user needs root");
+        return;
+    }
+    let dir = own_dir("prepared");
+    chown(&dir, OTHER_UID);
+    let output = corral()
+        .args(["run", "-t", "10", "--", "true"])
+        .env("CORRAL_LEDGER_DIR", &dir)
+        .output()
+        .expect("corral run");
+    let text = stderr(&output);
+    let written = std::fs::read_dir(&dir).map(Iterator::count).unwrap_or(0);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(text.contains("crash ledger off"), "{text}");
+    assert!(text.contains("owned by uid 65534"), "{text}");
+    assert_eq!(
+        written, 0,
+        "a record was written into another user's directory"
+    );
+}

@@ -163,7 +163,8 @@ fn check_dir(path: &Path, meta: &Meta) -> Result<(), Error> {
             path,
             format!(
                 "owned by uid {} (mode {:04o}), not by uid {me}: another user could have \
-                 written its records; remove it, or {FIX}",
+                 written its records; have it removed (by root, if it is not yours and sits in \
+                 a sticky directory such as /tmp), or {FIX}",
                 meta.uid, meta.mode
             ),
         ));
@@ -407,6 +408,39 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(names, [".r.json.tmp", "r.json"]);
         assert_eq!(content, b"{}");
+    }
+
+    /// A symlink above the ledger (as `/var/run`) is followed when root or
+    /// we own it, and not when another user does: then nothing is created
+    /// where it points.
+    #[test]
+    fn symlinks_above_the_ledger_are_followed_only_if_trusted() {
+        if !rustix::process::geteuid().is_root() {
+            println!("SKIPPED: planting a symlink of another user needs root");
+            return;
+        }
+        let base = scratch("symlinks");
+        let real = base.join("real");
+        std::fs::create_dir_all(&real).expect("dir");
+        let link = base.join("link");
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        let trusted = Store::open(&link.join("a").join("ledger"), true).map(|s| s.is_some());
+        let made = real.join("a").join("ledger").is_dir();
+        std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).expect("chown");
+        let foreign = Store::open(&link.join("b").join("ledger"), true).map(|_| ());
+        let leaked = real.join("b").exists();
+        let _ = std::fs::remove_dir_all(&base);
+        assert!(matches!(trusted, Ok(true)), "{trusted:?}");
+        assert!(made, "the ledger is not where the trusted symlink points");
+        let foreign = foreign.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            foreign.contains("symlink above the ledger owned by uid 65534"),
+            "{foreign}"
+        );
+        assert!(
+            !leaked,
+            "a directory was created through another user's symlink"
+        );
     }
 
     /// A directory others may write to is refused with the fix; so is one
