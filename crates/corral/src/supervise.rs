@@ -150,8 +150,12 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
     })?;
     let backend = prepared.backend();
     registration.prepared(backend, prepared.cgroup_path());
+    // The registry is held from before the fork until the leader is in it,
+    // so another tree of this process never judges the leader unregistered.
+    let spawning = contain::spawning();
     let launched = launch::launch(&command, &prepared)
         .map_err(|source| launch::spawn_error(&command, source))?;
+    let live = spawning.register(launched.pid, backend);
     let started = Instant::now();
     let pid = launched.pid;
     let Launched {
@@ -168,7 +172,7 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
             return Err(error);
         }
     };
-    let mut tree = match prepared.start(&leader) {
+    let mut tree = match prepared.start(&leader, &live) {
         Ok(tree) => tree,
         Err(error) => {
             sys::kill_and_reap(leader.pidfd.get_ref().as_fd());
@@ -224,6 +228,7 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
     let (sender, receiver) = oneshot::channel();
     let supervision = Supervision {
         tree,
+        live: Some(live),
         leader,
         registration,
         backend,
@@ -280,6 +285,10 @@ fn open_leader(pid: i32, pidfd: OwnedFd) -> Result<Leader, (Error, OwnedFd)> {
 /// The state of one supervised tree, owned by its task.
 struct Supervision {
     tree: Tree,
+    /// The tree's entry in the registry of this process's trees: dropped
+    /// after the leader is reaped (with `self`, or explicitly in `run`), so
+    /// no other tree ever adopts or reaps it.
+    live: Option<contain::Live>,
     leader: Leader,
     registration: Registration,
     backend: Backend,
@@ -325,6 +334,7 @@ impl Supervision {
         }
         report.cleanup_time = triggered.elapsed();
         let leader = self.reap_leader(&mut report);
+        self.live = None;
         self.registration.finished(!report.survivors.is_empty());
         self.finished = true;
 

@@ -9,7 +9,7 @@
 
 use std::io;
 
-use super::{Leader, scan::descendants};
+use super::{Leader, registry::Others, scan::descendants};
 use crate::{Signal, identity::Stat, sys};
 
 /// Membership for a process-group tree.
@@ -23,13 +23,17 @@ impl Rule {
         Self { leader: leader.pid }
     }
 
-    pub(crate) fn members(&self, table: &[Stat]) -> Vec<Stat> {
+    /// The leader's descendants and its group, less another live tree's
+    /// leader (none of which can be there unless a process of ours joined
+    /// their ranks; a leader is never ours to judge).
+    pub(crate) fn members(&self, table: &[Stat], others: &Others) -> Vec<Stat> {
         let mut members = descendants(table, &[self.leader]);
         for stat in table.iter().filter(|s| s.pgid == self.leader) {
             if !members.iter().any(|m| m.pid == stat.pid) {
                 members.push(stat.clone());
             }
         }
+        members.retain(|s| s.pid == self.leader || !others.is_leader(s));
         members
     }
 
@@ -59,7 +63,7 @@ mod tests {
             stat(106, 100, 106, 55), // a sibling: not ours
         ];
         let mut pids: Vec<i32> = Rule { leader: 101 }
-            .members(&table)
+            .members(&table, &Others::default())
             .iter()
             .map(|s| s.pid)
             .collect();
@@ -80,7 +84,7 @@ mod tests {
             .expect("spawn sleep");
         let pid = child.id() as i32;
         let start_time = crate::identity::read_stat(pid).expect("stat").start_time;
-        let mut tree = ScannedTree::new(ScanRule::Group(Rule { leader: pid }));
+        let mut tree = ScannedTree::new(ScanRule::Group(Rule { leader: pid }), None);
         let first = tree.refresh();
         let second = tree.refresh();
         let _ = child.kill();

@@ -15,10 +15,12 @@
 
 mod cgroup;
 mod group;
+mod registry;
 mod scan;
 mod subreaper;
 
 pub(crate) use cgroup::mount as cgroup_mount;
+pub(crate) use registry::{Live, spawning};
 pub(crate) use scan::descendants;
 
 use std::{
@@ -254,16 +256,20 @@ impl Prepared {
         }
     }
 
-    /// The live tree, once the leader runs.
-    pub(crate) fn start(self, leader: &Leader) -> Result<Tree, Error> {
+    /// The live tree, once the leader runs; `live` is its entry in the
+    /// registry of this process's trees (see [`spawning`]).
+    pub(crate) fn start(self, leader: &Leader, live: &Live) -> Result<Tree, Error> {
+        let live = Some(live.id());
         Ok(match self {
             Prepared::Cgroup(leaf) => Tree::Cgroup(leaf.watch()?),
             Prepared::Subreaper(claim) => Tree::Scanned(scan::ScannedTree::new(
                 scan::Rule::Subreaper(subreaper::Rule::new(leader, claim)),
+                live,
             )),
-            Prepared::Group => Tree::Scanned(scan::ScannedTree::new(scan::Rule::Group(
-                group::Rule::new(leader),
-            ))),
+            Prepared::Group => Tree::Scanned(scan::ScannedTree::new(
+                scan::Rule::Group(group::Rule::new(leader)),
+                live,
+            )),
         })
     }
 }

@@ -6,11 +6,16 @@
 //! The role is process-global: one subreaper-backed tree runs per process at a
 //! time, and this process must reap the zombies it adopts. The tree is the
 //! leader's descendants plus every process this process adopted that started
-//! no earlier than the leader (and their descendants).
+//! no earlier than the leader (and their descendants), less what another
+//! live tree of this process claims (see `registry`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::{Leader, scan::descendants};
+use super::{
+    Leader,
+    registry::{CgroupOf, Others},
+    scan::descendants,
+};
 use crate::{
     identity::{self, Stat},
     sys,
@@ -101,13 +106,9 @@ impl Rule {
         }
     }
 
-    fn adopted<'t>(&self, table: &'t [Stat]) -> impl Iterator<Item = &'t Stat> {
-        table.iter().filter(move |s| self.is_adopted(s))
-    }
-
-    /// Whether this process is an orphan of the tree that re-parented to us.
-    /// Decided from its own entry alone, so a walk can act on it at sight.
-    pub(crate) fn is_adopted(&self, s: &Stat) -> bool {
+    /// Whether this process is an orphan that re-parented to us since the
+    /// leader started: ours unless another tree of this process claims it.
+    fn is_orphan(&self, s: &Stat) -> bool {
         s.ppid == self.me
             && s.pid != self.leader
             && s.start_time >= self.leader_start
@@ -115,20 +116,54 @@ impl Rule {
             && !crate::watchdog::is_helper(s.pid, s.start_time)
     }
 
-    pub(crate) fn members(&self, table: &[Stat]) -> Vec<Stat> {
-        let mut roots = vec![self.leader];
-        roots.extend(self.adopted(table).map(|s| s.pid));
-        descendants(table, &roots)
+    /// Whether this process is an orphan of the tree that re-parented to us:
+    /// an orphan that no other live tree claims (its leader, a process of its
+    /// group or its leaf, a member its scans found). Decided from its own
+    /// entry alone, so a walk can act on it at sight; `cgroup_of` says which
+    /// cgroup a pid is in (see [`Others::claims_with`]).
+    pub(crate) fn is_adopted(&self, s: &Stat, others: &Others, cgroup_of: CgroupOf<'_>) -> bool {
+        self.is_orphan(s) && !others.claims_with(s, cgroup_of)
     }
 
-    /// Reaps adopted members that have exited (the leader is reaped by the
-    /// supervisor, which wants its status); returns how many.
-    pub(crate) fn reap_adopted(&self, table: &[Stat]) -> usize {
+    /// The leader's descendants and the adopted orphans' (with theirs), less
+    /// what another tree claims.
+    pub(crate) fn members(
+        &self,
+        table: &[Stat],
+        others: &Others,
+        cgroup_of: CgroupOf<'_>,
+    ) -> Vec<Stat> {
+        let mut roots = vec![self.leader];
+        roots.extend(
+            table
+                .iter()
+                .filter(|s| self.is_adopted(s, others, cgroup_of))
+                .map(|s| s.pid),
+        );
+        let mut members = descendants(table, &roots);
+        members.retain(|s| s.pid == self.leader || !others.claims(s));
+        members
+    }
+
+    /// Reaps orphans that have exited, whoever's they were: a zombie is no
+    /// tree's member, and only we can reap it. Never another tree's leader,
+    /// whose supervisor wants its status, nor our own (the same). Returns how
+    /// many of the reaped were ours.
+    pub(crate) fn reap_adopted(
+        &self,
+        table: &[Stat],
+        others: &Others,
+        cgroup_of: CgroupOf<'_>,
+    ) -> usize {
         let mut reaped = 0;
-        for zombie in self.adopted(table).filter(|s| !s.is_running()) {
+        let zombies = table
+            .iter()
+            .filter(|s| !s.is_running() && self.is_orphan(s) && !others.is_leader(s));
+        for zombie in zombies {
+            let ours = !others.claims_with(zombie, cgroup_of);
             match sys::reap(zombie.pid) {
-                Ok(true) => reaped += 1,
-                Ok(false) => {}
+                Ok(true) if ours => reaped += 1,
+                Ok(_) => {}
                 Err(error) => {
                     tracing::debug!(pid = zombie.pid, %error, "reaping an adopted zombie failed");
                 }
@@ -171,11 +206,44 @@ mod tests {
             stat(200, 1, 200, 60),   // unrelated
         ];
         let mut pids: Vec<i32> = rule(100, 101, 50)
-            .members(&table)
+            .members(&table, &Others::default(), &|_| None)
             .iter()
             .map(|s| s.pid)
             .collect();
         pids.sort_unstable();
         assert_eq!(pids, vec![101, 102, 103, 104]);
+    }
+
+    /// Two trees in one host: a subreaper tree and a tree on another backend
+    /// spawned after it. The other tree's leader and the processes of its
+    /// group or leaf are direct children of the host born after our leader,
+    /// yet never ours.
+    #[test]
+    fn other_trees_leaders_groups_and_leaves_are_not_adopted() {
+        let table = vec![
+            stat(100, 1, 100, 10),   // us
+            stat(101, 100, 100, 50), // our leader
+            stat(103, 100, 103, 52), // our setsid orphan
+            stat(110, 100, 110, 55), // a group tree's leader
+            stat(111, 110, 110, 56), // its child
+            stat(112, 100, 110, 57), // its orphan, still in its group
+            stat(120, 100, 100, 58), // a cgroup tree's leader
+            stat(121, 100, 121, 59), // its double-forked orphan, in its leaf
+            stat(130, 100, 130, 60), // an orphan a group tree's scan found
+            stat(131, 130, 130, 61), // its child
+        ];
+        let mut others = Others::default();
+        others.leaders = [110, 120].into();
+        others.groups = [110].into();
+        others.members = [(130, 60)].into();
+        others.cgroups = vec!["/leaf".to_owned()];
+        let leaves = |pid| (pid == 120 || pid == 121).then(|| "/leaf".to_owned());
+        let mut pids: Vec<i32> = rule(100, 101, 50)
+            .members(&table, &others, &leaves)
+            .iter()
+            .map(|s| s.pid)
+            .collect();
+        pids.sort_unstable();
+        assert_eq!(pids, vec![101, 103]);
     }
 }

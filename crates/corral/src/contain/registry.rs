@@ -1,0 +1,264 @@
+//! The live trees of this process, so that trees of one host never touch
+//! each other whatever mix of backends they use.
+//!
+//! Every tree is entered here while its leader is being forked (the lock is
+//! held from before the fork until the leader's pid is recorded) and leaves
+//! once its leader has been reaped. A scanning tree takes a snapshot
+//! ([`Others`]) of every *other* tree *after* its `/proc` walk: a leader the
+//! walk saw was forked before the walk read it, so its spawn had taken the
+//! lock by then, and the snapshot waits for that spawn to record it.
+//!
+//! What a snapshot holds, and which tree a process belongs to when two
+//! rules could claim it:
+//! - a tree's own leader is its own (leaders are never adopted);
+//! - a cgroup tree's members are the processes in its leaf (the kernel says);
+//! - a group tree's members are its process group and the descendants of its
+//!   leader, plus those its scans have seen;
+//! - a subreaper tree adopts only orphans that none of the above claims.
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    path::PathBuf,
+    sync::{Mutex, MutexGuard, PoisonError},
+};
+
+use super::Backend;
+use crate::identity::Stat;
+
+/// One live tree, as the other trees see it.
+#[derive(Debug)]
+struct Entry {
+    /// The leader's pid: unique while the tree is registered, since the
+    /// leader is our unreaped child until then.
+    leader: i32,
+    /// The process group the tree signals, with the group backend.
+    group: Option<i32>,
+    /// The leaf's path as `/proc/PID/cgroup` shows it (the `0::` line), with
+    /// the cgroup backend.
+    cgroup: Option<String>,
+    /// Members the tree's scans have found, by identity.
+    members: HashSet<(i32, u64)>,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    next: u64,
+    /// Bumped by every registration.
+    generation: u64,
+    trees: BTreeMap<u64, Entry>,
+}
+
+static TABLE: Mutex<Table> = Mutex::new(Table {
+    next: 0,
+    generation: 0,
+    trees: BTreeMap::new(),
+});
+
+fn table() -> MutexGuard<'static, Table> {
+    TABLE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A spawn in progress: holds the registry while the leader is forked, so no
+/// scan can judge the new leader before it is recorded. Dropping it without
+/// [`Spawning::register`] (the spawn failed) records nothing.
+pub(crate) struct Spawning {
+    table: MutexGuard<'static, Table>,
+}
+
+/// Takes the registry for one spawn. Hold it only around the fork: every
+/// scan of every tree of this process waits for it.
+pub(crate) fn spawning() -> Spawning {
+    Spawning { table: table() }
+}
+
+impl Spawning {
+    /// Records the new tree; it stays registered until the returned value is
+    /// dropped (after its leader is reaped).
+    pub(crate) fn register(mut self, leader: i32, backend: Backend) -> Live {
+        let cgroup = match backend {
+            Backend::Cgroup => cgroup_of(leader),
+            _ => None,
+        };
+        let id = self.table.next;
+        self.table.next += 1;
+        self.table.generation += 1;
+        self.table.trees.insert(
+            id,
+            Entry {
+                leader,
+                group: (backend == Backend::Group).then_some(leader),
+                cgroup,
+                members: HashSet::new(),
+            },
+        );
+        Live { id }
+    }
+}
+
+/// A registered tree; leaves the registry when dropped.
+#[derive(Debug)]
+pub(crate) struct Live {
+    id: u64,
+}
+
+impl Live {
+    /// The tree's key, for [`others`] and [`found`].
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        table().trees.remove(&self.id);
+    }
+}
+
+/// Records the members tree `id`'s latest scan found.
+pub(crate) fn found(id: u64, members: impl IntoIterator<Item = (i32, u64)>) {
+    if let Some(entry) = table().trees.get_mut(&id) {
+        entry.members.extend(members);
+    }
+}
+
+/// What every tree but `id` holds now.
+pub(crate) fn others(id: Option<u64>) -> Others {
+    snapshot(&table(), id)
+}
+
+/// Takes a new snapshot into `others` if a tree was registered since it was
+/// taken. Waits for a spawn in progress: a leader already forked is in it.
+pub(crate) fn renew(others: &mut Others, id: Option<u64>) {
+    let table = table();
+    if table.generation != others.generation {
+        *others = snapshot(&table, id);
+    }
+}
+
+fn snapshot(table: &Table, id: Option<u64>) -> Others {
+    let mut others = Others {
+        generation: table.generation,
+        ..Others::default()
+    };
+    for (_, entry) in table.trees.iter().filter(|(k, _)| Some(**k) != id) {
+        others.leaders.insert(entry.leader);
+        others.groups.extend(entry.group);
+        others.cgroups.extend(entry.cgroup.clone());
+        others.members.extend(entry.members.iter().copied());
+    }
+    others
+}
+
+/// What the other live trees of this process hold, at one moment: a plain
+/// value, so the membership rules that take it stay pure.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Others {
+    /// The registry's generation when the snapshot was taken.
+    generation: u64,
+    /// Their leaders' pids.
+    pub(crate) leaders: HashSet<i32>,
+    /// The process groups of the group-backed ones.
+    pub(crate) groups: HashSet<i32>,
+    /// The members their scans found, by identity.
+    pub(crate) members: HashSet<(i32, u64)>,
+    /// The leaves of the cgroup-backed ones, as `/proc/PID/cgroup` shows them.
+    pub(crate) cgroups: Vec<String>,
+}
+
+impl Others {
+    /// Whether `s` is another tree's leader.
+    pub(crate) fn is_leader(&self, s: &Stat) -> bool {
+        self.leaders.contains(&s.pid)
+    }
+
+    /// Whether another tree claims `s` by what its entry alone shows: its
+    /// leader, its process group, or a member its scans found.
+    pub(crate) fn claims(&self, s: &Stat) -> bool {
+        self.is_leader(s)
+            || self.groups.contains(&s.pgid)
+            || self.members.contains(&(s.pid, s.start_time))
+    }
+
+    /// Like [`Others::claims`], and also a process inside another tree's
+    /// leaf cgroup; `cgroup_of` says where a pid is (asked only when a
+    /// cgroup tree runs and nothing else claims `s`).
+    pub(crate) fn claims_with(&self, s: &Stat, cgroup_of: CgroupOf<'_>) -> bool {
+        if self.claims(s) {
+            return true;
+        }
+        if self.cgroups.is_empty() {
+            return false;
+        }
+        cgroup_of(s.pid).is_some_and(|path| {
+            self.cgroups.iter().any(|leaf| {
+                path == *leaf
+                    || path
+                        .strip_prefix(leaf.as_str())
+                        .is_some_and(|rest| rest.starts_with('/'))
+            })
+        })
+    }
+}
+
+/// Where a pid is: its cgroup v2 path, as [`cgroup_of`] reads it.
+pub(crate) type CgroupOf<'a> = &'a dyn Fn(i32) -> Option<String>;
+
+/// The cgroup v2 path of `pid` (the `0::` line of `/proc/PID/cgroup`).
+pub(crate) fn cgroup_of(pid: i32) -> Option<String> {
+    let text = std::fs::read_to_string(PathBuf::from(format!("/proc/{pid}/cgroup"))).ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contain::scan::tests::stat;
+
+    fn made_up() -> Others {
+        Others {
+            generation: 0,
+            leaders: [300, 400].into(),
+            groups: [400].into(),
+            members: [(501, 70)].into(),
+            cgroups: vec!["/corral/leaf-1".to_owned()],
+        }
+    }
+
+    #[test]
+    fn other_trees_claim_their_leaders_groups_members_and_leaves() {
+        let others = made_up();
+        let leaves = |pid| match pid {
+            600 => Some("/corral/leaf-1".to_owned()),
+            601 => Some("/corral/leaf-1/inner".to_owned()),
+            602 => Some("/corral/leaf-10".to_owned()),
+            _ => Some("/user.slice".to_owned()),
+        };
+        let claimed = |s: &Stat| others.claims_with(s, &leaves);
+        assert!(claimed(&stat(300, 100, 100, 60)), "a leader");
+        assert!(claimed(&stat(401, 100, 400, 61)), "in a group");
+        assert!(claimed(&stat(501, 100, 501, 70)), "a member found by a scan");
+        assert!(!claimed(&stat(501, 100, 501, 71)), "its pid reused");
+        assert!(claimed(&stat(600, 100, 600, 72)), "in a leaf");
+        assert!(claimed(&stat(601, 100, 601, 72)), "below a leaf");
+        assert!(!claimed(&stat(602, 100, 602, 72)), "a leaf with a longer name");
+        assert!(!claimed(&stat(603, 100, 603, 72)), "nobody's");
+    }
+
+    #[test]
+    fn a_tree_does_not_see_itself_and_leaves_when_dropped() {
+        let a = spawning().register(5_000_001, Backend::Subreaper);
+        let b = spawning().register(5_000_002, Backend::Group);
+        found(b.id(), [(5_000_003, 5)]);
+        let seen_by_a = others(Some(a.id()));
+        assert!(seen_by_a.leaders.contains(&5_000_002));
+        assert!(!seen_by_a.leaders.contains(&5_000_001));
+        assert!(seen_by_a.groups.contains(&5_000_002));
+        assert!(seen_by_a.members.contains(&(5_000_003, 5)));
+        drop(b);
+        assert!(!others(Some(a.id())).leaders.contains(&5_000_002));
+        assert!(others(None).leaders.contains(&5_000_001));
+        drop(a);
+    }
+}
