@@ -174,9 +174,13 @@ impl Others {
     /// Whether another tree claims `s` by what its entry alone shows: its
     /// leader, its process group, or a member its scans found.
     pub(crate) fn claims(&self, s: &Stat) -> bool {
-        self.is_leader(s)
-            || self.groups.contains(&s.pgid)
-            || self.members.contains(&(s.pid, s.start_time))
+        self.is_leader(s) || self.group_claims(s)
+    }
+
+    /// Whether a group-backed tree claims `s`: it is in its process group,
+    /// or its scans found it (a `setsid` child seen while still connected).
+    fn group_claims(&self, s: &Stat) -> bool {
+        self.groups.contains(&s.pgid) || self.members.contains(&(s.pid, s.start_time))
     }
 
     /// Like [`Others::claims`], and also a process inside another tree's
@@ -238,11 +242,17 @@ mod tests {
         let claimed = |s: &Stat| others.claims_with(s, &leaves);
         assert!(claimed(&stat(300, 100, 100, 60)), "a leader");
         assert!(claimed(&stat(401, 100, 400, 61)), "in a group");
-        assert!(claimed(&stat(501, 100, 501, 70)), "a member found by a scan");
+        assert!(
+            claimed(&stat(501, 100, 501, 70)),
+            "a member found by a scan"
+        );
         assert!(!claimed(&stat(501, 100, 501, 71)), "its pid reused");
         assert!(claimed(&stat(600, 100, 600, 72)), "in a leaf");
         assert!(claimed(&stat(601, 100, 601, 72)), "below a leaf");
-        assert!(!claimed(&stat(602, 100, 602, 72)), "a leaf with a longer name");
+        assert!(
+            !claimed(&stat(602, 100, 602, 72)),
+            "a leaf with a longer name"
+        );
         assert!(!claimed(&stat(603, 100, 603, 72)), "nobody's");
     }
 
