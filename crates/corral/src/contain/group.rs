@@ -6,6 +6,12 @@
 //! child: its zombie holds the pid, so no new group can take that id. The
 //! holes are real and documented: a child that calls `setsid` and whose
 //! parent has exited, or a double-forked daemon, is found by neither rule.
+//!
+//! Another tree of this process is never a member: the group is the
+//! leader's own (a new group at the spawn, its id held by the unreaped
+//! leader), and the scan leaves out every other live tree's leader. Only a
+//! process that joins the group itself (`setpgid`, possible within one
+//! session) is reached by the group-wide signal.
 
 use std::io;
 

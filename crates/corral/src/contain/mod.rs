@@ -12,6 +12,11 @@
 //! - [`Backend::Group`]: a process group, plus the leader's descendants while
 //!   they are still connected to it. Portable; a `setsid` child whose parent
 //!   has exited, or a double-forked daemon, escapes it.
+//!
+//! Trees of one process never touch each other, whatever their backends: every
+//! live tree is in a process-wide registry (`registry`) from the fork of its
+//! leader until that leader is reaped, and the rules that find members by
+//! scanning `/proc` leave out what another tree claims.
 
 mod cgroup;
 mod group;
@@ -113,7 +118,13 @@ static SUBREAPER_CLAIMED: AtomicBool = AtomicBool::new(false);
 /// A subreaper adopts *every* orphan below it, so it suits a process that
 /// does nothing but supervise (the `corral` command does this). Processes
 /// this process adopts while a subreaper-backed tree runs, and that started
-/// after the tree's leader, are treated as part of that tree.
+/// after the tree's leader, are treated as part of that tree, unless another
+/// live tree of this process claims them: its leader, a process of its group
+/// or its leaf cgroup, or a member its scans found. Other trees spawned
+/// meanwhile are left alone whatever their backend; an orphan that a
+/// group-backed tree never saw and that left its group (`setsid` and double
+/// fork: the group backend's documented hole) is indistinguishable from the
+/// subreaper tree's own, and is treated as such.
 pub fn claim_subreaper() {
     SUBREAPER_CLAIMED.store(true, Ordering::SeqCst);
 }
