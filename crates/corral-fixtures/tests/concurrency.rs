@@ -28,7 +28,7 @@ use std::{
 };
 
 use common::{Proc, is_running, kill_leftovers, proc_identity};
-use corral::{Backend, BackendChoice, Command, Error, Finished, Outcome, Output};
+use corral::{Backend, BackendChoice, Command, Error, Finished, Leftovers, Outcome, Output};
 use tokio_util::sync::CancellationToken;
 
 /// How early a time may read because clocks are read a little apart.
@@ -454,4 +454,74 @@ async fn eight_trees_subreaper_last() {
     let others = [Group, Cgroup, Group, Cgroup, Group, Cgroup, Group].map(BackendChoice::Only);
     specs.extend(eight(others));
     trees("eight-subreaper-last", &specs).await;
+}
+
+/// A tree that lets its leftover go ([`Leftovers::Release`]) while a
+/// subreaper tree runs: the leftover, an orphan of the host now, is nobody's,
+/// and the subreaper tree, ending later, leaves it running.
+async fn released_leftover_outlives_a_subreaper_tree(backend: Backend) {
+    let scratch = Scratch::new("released");
+    let subreaper = tokio::spawn(run_tree(
+        "0:Timeout(2.0)".to_owned(),
+        only(Backend::Subreaper, End::Timeout(2.0)),
+        scratch.0.join("tree0"),
+    ));
+    tokio::time::sleep(STAGGER).await;
+    let file = scratch.0.join("released");
+    let releasing = Command::new("sh")
+        .arg("-c")
+        .arg("( sh -c 'echo $$ > \"$0.pid\"; exec sleep 30' \"$1\" & ); sleep 0.5")
+        .arg("tree")
+        .arg(&file)
+        .stdout(Output::Null)
+        .stderr(Output::Null)
+        .backend(BackendChoice::Only(backend))
+        .leftovers(Leftovers::Release {
+            drain: Duration::ZERO,
+        })
+        .run()
+        .await;
+    let released = match releasing {
+        Ok(finished) => Some(finished),
+        Err(Error::BackendUnavailable { reason, .. }) => {
+            println!(
+                "SKIPPED: the releasing tree: backend {backend} is not available here: {reason}"
+            );
+            None
+        }
+        Err(error) => panic!("{error}"),
+    };
+    let leftover = orphan_of(&file);
+    let subreaper = subreaper.await;
+    if let Some(leftover) = leftover {
+        let alive = is_running(&leftover);
+        kill_leftovers(&[leftover]);
+        assert!(
+            alive,
+            "the subreaper tree killed a process another tree had released"
+        );
+    }
+    let Some(released) = released else { return };
+    println!(
+        "releasing tree: {:?} {:?}",
+        released.outcome, released.report
+    );
+    assert_eq!(released.outcome, Outcome::Exited { code: 0 });
+    assert!(
+        leftover.is_some_and(|p| released.report.released.iter().any(|r| r.pid == p.pid)),
+        "the leftover {leftover:?} is in the report's released list"
+    );
+    if let Some(ran) = subreaper.expect("the subreaper tree's task") {
+        check(&ran);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn released_leftover_of_a_group_tree_outlives_a_subreaper_tree() {
+    released_leftover_outlives_a_subreaper_tree(Backend::Group).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn released_leftover_of_a_cgroup_tree_outlives_a_subreaper_tree() {
+    released_leftover_outlives_a_subreaper_tree(Backend::Cgroup).await;
 }

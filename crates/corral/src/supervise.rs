@@ -326,6 +326,8 @@ impl Supervision {
         };
         if release.is_some() {
             report.released = self.tree.members();
+            // Nobody's now: another tree of this process never adopts them.
+            contain::released(report.released.iter().map(|p| (p.pid, p.start_time)));
             report.cgroup_left = !self.tree.release();
         } else {
             self.terminate(&mut report).await;

@@ -25,7 +25,7 @@ mod scan;
 mod subreaper;
 
 pub(crate) use cgroup::mount as cgroup_mount;
-pub(crate) use registry::{Live, spawning};
+pub(crate) use registry::{Live, released, spawning};
 pub(crate) use scan::descendants;
 
 use std::{

@@ -17,7 +17,7 @@
 //! - a subreaper tree adopts only orphans that none of the above claims.
 
 use std::{
-    collections::{BTreeMap, HashSet},
+    collections::{BTreeMap, BTreeSet, HashSet},
     path::PathBuf,
     sync::{Mutex, MutexGuard, PoisonError},
 };
@@ -45,12 +45,16 @@ struct Table {
     next: u64,
     /// Bumped by every registration.
     generation: u64,
+    /// Processes a tree let go ([`Leftovers::Release`](crate::Leftovers::Release)),
+    /// by identity: nobody's, so never adopted; forgotten once gone.
+    released: BTreeSet<(i32, u64)>,
     trees: BTreeMap<u64, Entry>,
 }
 
 static TABLE: Mutex<Table> = Mutex::new(Table {
     next: 0,
     generation: 0,
+    released: BTreeSet::new(),
     trees: BTreeMap::new(),
 });
 
@@ -121,6 +125,21 @@ pub(crate) fn found(id: u64, members: impl IntoIterator<Item = (i32, u64)>) {
     }
 }
 
+/// Records processes a tree let go: no tree adopts them while they run.
+pub(crate) fn released(processes: impl IntoIterator<Item = (i32, u64)>) {
+    table().released.extend(processes);
+}
+
+/// Forgets released processes that `table` (a whole walk) does not hold.
+pub(crate) fn forget_gone(table: &[Stat]) {
+    let mut registry = self::table();
+    if registry.released.is_empty() {
+        return;
+    }
+    let running: HashSet<(i32, u64)> = table.iter().map(|s| (s.pid, s.start_time)).collect();
+    registry.released.retain(|p| running.contains(p));
+}
+
 /// What every tree but `id` holds now.
 pub(crate) fn others(id: Option<u64>) -> Others {
     snapshot(&table(), id)
@@ -140,6 +159,7 @@ fn snapshot(table: &Table, id: Option<u64>) -> Others {
         generation: table.generation,
         ..Others::default()
     };
+    others.members.extend(table.released.iter().copied());
     for (_, entry) in table.trees.iter().filter(|(k, _)| Some(**k) != id) {
         others.leaders.insert(entry.leader);
         others.groups.extend(entry.group);
@@ -159,7 +179,8 @@ pub(crate) struct Others {
     pub(crate) leaders: HashSet<i32>,
     /// The process groups of the group-backed ones.
     pub(crate) groups: HashSet<i32>,
-    /// The members their scans found, by identity.
+    /// The members their scans found, and the processes trees let go, by
+    /// identity.
     pub(crate) members: HashSet<(i32, u64)>,
     /// The leaves of the cgroup-backed ones, as `/proc/PID/cgroup` shows them.
     pub(crate) cgroups: Vec<String>,
@@ -270,5 +291,17 @@ mod tests {
         assert!(!others(Some(a.id())).leaders.contains(&5_000_002));
         assert!(others(None).leaders.contains(&5_000_001));
         drop(a);
+    }
+
+    #[test]
+    fn released_processes_are_claimed_until_a_walk_misses_them() {
+        released([(5_000_011, 7), (5_000_012, 8)]);
+        let members = others(None).members;
+        assert!(members.contains(&(5_000_011, 7)) && members.contains(&(5_000_012, 8)));
+        forget_gone(&[stat(5_000_011, 1, 5_000_011, 7)]);
+        let members = others(None).members;
+        assert!(members.contains(&(5_000_011, 7)), "still running");
+        assert!(!members.contains(&(5_000_012, 8)), "gone: forgotten");
+        forget_gone(&[]);
     }
 }

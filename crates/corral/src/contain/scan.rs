@@ -146,6 +146,9 @@ impl ScannedTree {
                 reached.insert((stat.pid, stat.start_time));
             }
         })?;
+        if matches!(self.rule, Rule::Subreaper(_)) {
+            registry::forget_gone(&table);
+        }
         // Taken after the walk: every leader the walk saw is in it.
         let others = registry::others(live);
         self.exited = self.rule.tidy(&table, &others);
