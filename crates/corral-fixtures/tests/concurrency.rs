@@ -45,6 +45,9 @@ enum End {
     Exit(f64),
     /// The leader exits 0; its leftover is terminated.
     LeaderExit(f64),
+    /// The leader exits 0; its leftover ignores `SIGTERM` and is killed once
+    /// the grace is over, meanwhile the exited leader waits unreaped.
+    Stubborn(f64),
     /// The time limit.
     Timeout(f64),
     /// A cancellation token.
@@ -55,14 +58,18 @@ enum End {
 
 impl End {
     fn at(self) -> Duration {
-        let (End::Exit(s) | End::LeaderExit(s) | End::Timeout(s) | End::Cancel(s) | End::Drop(s)) =
-            self;
+        let (End::Exit(s)
+        | End::LeaderExit(s)
+        | End::Stubborn(s)
+        | End::Timeout(s)
+        | End::Cancel(s)
+        | End::Drop(s)) = self;
         Duration::from_secs_f64(s)
     }
 
     /// Whether the tree has an orphan that records its `SIGTERM`.
     fn has_orphan(self) -> bool {
-        !matches!(self, End::Exit(_))
+        !matches!(self, End::Exit(_) | End::Stubborn(_))
     }
 
     /// The leader's script. `$1` is the orphan's file.
@@ -76,6 +83,10 @@ impl End {
             // to the shell) makes the exit code, or the time, wrong.
             End::Exit(s) => format!("sleep {s} & c=$!; sleep {s} || exit 11; wait $c || exit 12"),
             End::LeaderExit(s) => format!("{orphan}sleep {s} || exit 11"),
+            End::Stubborn(s) => format!(
+                "( sh -c 'trap \"\" TERM; echo $$ > $0.pid; exec sleep 30' \"$1\" & ); \
+                 sleep {s} || exit 11"
+            ),
             End::Timeout(_) | End::Cancel(_) | End::Drop(_) => {
                 format!("{orphan}sleep 30 || exit 11")
             }
@@ -296,7 +307,7 @@ fn check(r: &Ran) {
     if let Some(finished) = &r.finished {
         println!("{who}: {:?} {:?}", finished.outcome, finished.report);
         let expected = match r.spec.end {
-            End::Exit(_) | End::LeaderExit(_) => Outcome::Exited { code: 0 },
+            End::Exit(_) | End::LeaderExit(_) | End::Stubborn(_) => Outcome::Exited { code: 0 },
             End::Timeout(_) => Outcome::TimedOut,
             End::Cancel(_) | End::Drop(_) => Outcome::Cancelled,
         };
@@ -311,7 +322,12 @@ fn check(r: &Ran) {
             "{who}: survivors {:?}",
             finished.report.survivors
         );
-        if r.spec.end.has_orphan() {
+        if r.spec.end == End::Stubborn(at.as_secs_f64()) {
+            assert!(
+                finished.report.escalated,
+                "{who}: its leftover, which ignores SIGTERM, was not its own to kill"
+            );
+        } else if r.spec.end.has_orphan() {
             assert!(
                 !finished.report.signals.is_empty(),
                 "{who}: its leftover was not its own to terminate"
@@ -524,4 +540,22 @@ async fn released_leftover_of_a_group_tree_outlives_a_subreaper_tree() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn released_leftover_of_a_cgroup_tree_outlives_a_subreaper_tree() {
     released_leftover_outlives_a_subreaper_tree(Backend::Cgroup).await;
+}
+
+/// Trees on other backends whose leaders exit while a subreaper tree runs,
+/// and wait unreaped through their cleanup (a leftover ignores `SIGTERM`):
+/// the subreaper tree reaps zombies it did not start, but never another
+/// tree's leader, whose status is that tree's outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subreaper_tree_never_reaps_another_trees_leader() {
+    trees(
+        "never-reaps",
+        &[
+            only(Backend::Subreaper, End::Timeout(3.0)),
+            only(Backend::Group, End::Stubborn(0.6)),
+            only(Backend::Cgroup, End::Stubborn(0.9)),
+            auto(End::Stubborn(1.2)),
+        ],
+    )
+    .await;
 }
