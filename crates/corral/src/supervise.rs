@@ -155,7 +155,7 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
     let spawning = contain::spawning();
     let launched = launch::launch(&command, &prepared)
         .map_err(|source| launch::spawn_error(&command, source))?;
-    let live = spawning.register(launched.pid, backend);
+    let live = spawning.register(launched.pid, backend, prepared.cgroup_path().as_deref());
     let started = Instant::now();
     let pid = launched.pid;
     let Launched {

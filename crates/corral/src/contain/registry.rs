@@ -18,7 +18,7 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashSet},
-    path::PathBuf,
+    path::{Path, PathBuf},
     sync::{Mutex, MutexGuard, PoisonError},
 };
 
@@ -77,12 +77,10 @@ pub(crate) fn spawning() -> Spawning {
 
 impl Spawning {
     /// Records the new tree; it stays registered until the returned value is
-    /// dropped (after its leader is reaped).
-    pub(crate) fn register(mut self, leader: i32, backend: Backend) -> Live {
-        let cgroup = match backend {
-            Backend::Cgroup => cgroup_of(leader),
-            _ => None,
-        };
+    /// dropped (after its leader is reaped). `leaf` is its cgroup's
+    /// directory, with the cgroup backend.
+    pub(crate) fn register(mut self, leader: i32, backend: Backend, leaf: Option<&Path>) -> Live {
+        let cgroup = leaf.and_then(|leaf| leaf_as_seen(leader, leaf));
         let id = self.table.next;
         self.table.next += 1;
         self.table.generation += 1;
@@ -225,6 +223,25 @@ impl Others {
     }
 }
 
+/// The leaf as `/proc/PID/cgroup` names it, read from the leader's entry
+/// (it runs in the leaf), and checked against the leaf's directory: a line
+/// that named some other cgroup would have other trees leave alone every
+/// process in it.
+fn leaf_as_seen(leader: i32, leaf: &Path) -> Option<String> {
+    let seen = cgroup_of(leader)?;
+    let relative = seen.trim_start_matches('/');
+    if !relative.is_empty() && leaf.ends_with(relative) {
+        return Some(seen);
+    }
+    tracing::warn!(
+        leader,
+        leaf = %leaf.display(),
+        seen,
+        "the leader is not in its leaf: other trees cannot tell its processes"
+    );
+    None
+}
+
 /// Where a pid is: its cgroup v2 path, as [`cgroup_of`] reads it.
 pub(crate) type CgroupOf<'a> = &'a dyn Fn(i32) -> Option<String>;
 
@@ -279,8 +296,8 @@ mod tests {
 
     #[test]
     fn a_tree_does_not_see_itself_and_leaves_when_dropped() {
-        let a = spawning().register(5_000_001, Backend::Subreaper);
-        let b = spawning().register(5_000_002, Backend::Group);
+        let a = spawning().register(5_000_001, Backend::Subreaper, None);
+        let b = spawning().register(5_000_002, Backend::Group, None);
         found(b.id(), [(5_000_003, 5)]);
         let seen_by_a = others(Some(a.id()));
         assert!(seen_by_a.leaders.contains(&5_000_002));
