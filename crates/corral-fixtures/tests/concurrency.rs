@@ -231,9 +231,13 @@ async fn run_tree(name: String, spec: Spec, file: PathBuf) -> Option<Ran> {
         );
     }
     let ended_after = spawned.elapsed();
-    if !is_running(&leader) || finished.is_none() {
-        // Wait for the dropped tree's leader too.
-        common::wait_until(SLACK, || !is_running(&leader)).await;
+    if finished.is_none() {
+        // A dropped tree's cleanup runs on: its leader goes too.
+        let gone = common::wait_until(SLACK, || !is_running(&leader)).await;
+        assert!(
+            gone,
+            "tree {name} ({backend}): the dropped tree's leader survived"
+        );
     }
     Some(Ran {
         name,
