@@ -150,8 +150,8 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
     })?;
     let backend = prepared.backend();
     registration.prepared(backend, prepared.cgroup_path());
-    // The registry is held from before the fork until the leader is in it,
-    // so another tree of this process never judges the leader unregistered.
+    // Announced before the fork, recorded once the pid is known: another
+    // tree of this process never takes the new leader for its own.
     let spawning = contain::spawning();
     let launched = launch::launch(&command, &prepared)
         .map_err(|source| launch::spawn_error(&command, source))?;

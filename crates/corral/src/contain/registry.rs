@@ -1,12 +1,15 @@
 //! The live trees of this process, so that trees of one host never touch
 //! each other whatever mix of backends they use.
 //!
-//! Every tree is entered here while its leader is being forked (the lock is
-//! held from before the fork until the leader's pid is recorded) and leaves
-//! once its leader has been reaped. A scanning tree takes a snapshot
+//! Every spawn is announced here before its fork ([`spawning`], with the
+//! time it began), the tree is entered once the leader's pid is known, and
+//! leaves once its leader has been reaped. A scanning tree takes a snapshot
 //! ([`Others`]) of every *other* tree *after* its `/proc` walk: a leader the
-//! walk saw was forked before the walk read it, so its spawn had taken the
-//! lock by then, and the snapshot waits for that spawn to record it.
+//! walk saw was forked after its spawn was announced, so the snapshot either
+//! names it or holds a spawn in progress that began no later than the
+//! leader's start; a subreaper tree leaves every process that young
+//! undecided until the spawn is recorded. No lock is held across a fork or
+//! an exec, so a slow spawn never holds up another tree's cleanup.
 //!
 //! What a snapshot holds, and which tree a process belongs to when two
 //! rules could claim it:
@@ -43,7 +46,9 @@ struct Entry {
 #[derive(Debug, Default)]
 struct Table {
     next: u64,
-    /// Bumped by every registration.
+    /// Spawns in progress: when each began, in clock ticks since boot.
+    pending: BTreeMap<u64, u64>,
+    /// Bumped by every spawn announced and every tree entered.
     generation: u64,
     /// Processes a tree let go ([`Leftovers::Release`](crate::Leftovers::Release)),
     /// by identity: nobody's, so never adopted; forgotten once gone.
@@ -53,6 +58,7 @@ struct Table {
 
 static TABLE: Mutex<Table> = Mutex::new(Table {
     next: 0,
+    pending: BTreeMap::new(),
     generation: 0,
     released: BTreeSet::new(),
     trees: BTreeMap::new(),
@@ -62,29 +68,41 @@ fn table() -> MutexGuard<'static, Table> {
     TABLE.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A spawn in progress: holds the registry while the leader is forked, so no
-/// scan can judge the new leader before it is recorded. Dropping it without
-/// [`Spawning::register`] (the spawn failed) records nothing.
+/// A spawn in progress, announced to every scan: a process that started
+/// since it began may be its leader, so no subreaper tree adopts it until
+/// the spawn is recorded ([`Spawning::register`]) or dropped (it failed).
+#[derive(Debug)]
 pub(crate) struct Spawning {
-    table: MutexGuard<'static, Table>,
+    id: u64,
 }
 
-/// Takes the registry for one spawn. Hold it only around the fork: every
-/// scan of every tree of this process waits for it.
+/// Announces a spawn; call it right before the fork.
 pub(crate) fn spawning() -> Spawning {
-    Spawning { table: table() }
+    let mut table = table();
+    let id = table.next;
+    table.next += 1;
+    table.generation += 1;
+    table.pending.insert(id, crate::sys::boot_ticks());
+    Spawning { id }
+}
+
+impl Drop for Spawning {
+    fn drop(&mut self) {
+        table().pending.remove(&self.id);
+    }
 }
 
 impl Spawning {
     /// Records the new tree; it stays registered until the returned value is
     /// dropped (after its leader is reaped). `leaf` is its cgroup's
     /// directory, with the cgroup backend.
-    pub(crate) fn register(mut self, leader: i32, backend: Backend, leaf: Option<&Path>) -> Live {
+    pub(crate) fn register(self, leader: i32, backend: Backend, leaf: Option<&Path>) -> Live {
         let cgroup = leaf.and_then(|leaf| leaf_as_seen(leader, leaf));
-        let id = self.table.next;
-        self.table.next += 1;
-        self.table.generation += 1;
-        self.table.trees.insert(
+        let id = self.id;
+        let mut table = table();
+        table.generation += 1;
+        table.pending.remove(&id);
+        table.trees.insert(
             id,
             Entry {
                 leader,
@@ -93,6 +111,9 @@ impl Spawning {
                 members: HashSet::new(),
             },
         );
+        // The entry and the end of the announcement in one step; `self`'s
+        // drop then finds nothing left to withdraw.
+        drop(table);
         Live { id }
     }
 }
@@ -143,8 +164,8 @@ pub(crate) fn others(id: Option<u64>) -> Others {
     snapshot(&table(), id)
 }
 
-/// Takes a new snapshot into `others` if a tree was registered since it was
-/// taken. Waits for a spawn in progress: a leader already forked is in it.
+/// Takes a new snapshot into `others` if a spawn was announced or a tree
+/// entered since it was taken.
 pub(crate) fn renew(others: &mut Others, id: Option<u64>) {
     let table = table();
     if table.generation != others.generation {
@@ -155,6 +176,7 @@ pub(crate) fn renew(others: &mut Others, id: Option<u64>) {
 fn snapshot(table: &Table, id: Option<u64>) -> Others {
     let mut others = Others {
         generation: table.generation,
+        spawning_since: table.pending.values().min().copied(),
         ..Others::default()
     };
     others.members.extend(table.released.iter().copied());
@@ -173,6 +195,9 @@ fn snapshot(table: &Table, id: Option<u64>) -> Others {
 pub(crate) struct Others {
     /// The registry's generation when the snapshot was taken.
     generation: u64,
+    /// When the oldest spawn in progress began (clock ticks since boot):
+    /// a process that started since may be its leader, not yet recorded.
+    pub(crate) spawning_since: Option<u64>,
     /// Their leaders' pids.
     pub(crate) leaders: HashSet<i32>,
     /// The process groups of the group-backed ones.
@@ -185,6 +210,15 @@ pub(crate) struct Others {
 }
 
 impl Others {
+    /// Whether `s` started since a spawn in progress began, so may be its
+    /// leader (or the leader's child), not yet recorded: nobody's to judge
+    /// until the next snapshot. A tick of margin for the rounding of both
+    /// clocks.
+    pub(crate) fn may_be_spawning(&self, s: &Stat) -> bool {
+        self.spawning_since
+            .is_some_and(|since| s.start_time + 1 >= since)
+    }
+
     /// Whether `s` is another tree's leader.
     pub(crate) fn is_leader(&self, s: &Stat) -> bool {
         self.leaders.contains(&s.pid)
@@ -261,6 +295,7 @@ mod tests {
     fn made_up() -> Others {
         Others {
             generation: 0,
+            spawning_since: None,
             leaders: [300, 400].into(),
             groups: [400].into(),
             members: [(501, 70)].into(),

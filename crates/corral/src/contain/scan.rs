@@ -72,6 +72,15 @@ impl Rule {
         }
     }
 
+    /// Processes that may be members but cannot be told yet (a subreaper's
+    /// orphans as young as a spawn in progress).
+    fn undecided(&self, table: &[Stat], others: &Others) -> usize {
+        match self {
+            Rule::Subreaper(rule) => rule.undecided(table, others, &registry::cgroup_of),
+            Rule::Group(_) => 0,
+        }
+    }
+
     /// Housekeeping between scans (a subreaper reaps adopted zombies);
     /// returns how many members were found to have exited since the last
     /// scan.
@@ -106,6 +115,8 @@ pub(crate) struct ScannedTree {
     exited: usize,
     /// The running members the last scan found.
     last: Vec<(i32, u64)>,
+    /// Processes the last scan could not judge yet (see `Rule::undecided`).
+    undecided: usize,
 }
 
 impl ScannedTree {
@@ -116,6 +127,7 @@ impl ScannedTree {
             known: HashSet::new(),
             exited: 0,
             last: Vec::new(),
+            undecided: 0,
         }
     }
 
@@ -152,6 +164,7 @@ impl ScannedTree {
         // Taken after the walk: every leader the walk saw is in it.
         let others = registry::others(live);
         self.exited = self.rule.tidy(&table, &others);
+        self.undecided = self.rule.undecided(&table, &others);
         let mut members = self.rule.members(&table, &others);
         let still_known: Vec<i32> = table
             .iter()
@@ -217,7 +230,7 @@ impl ScannedTree {
         if self.a_member_still_runs() {
             return Ok(false);
         }
-        Ok(self.scan()?.is_empty() && !self.members_exiting())
+        Ok(self.scan()?.is_empty() && !self.members_exiting() && self.undecided == 0)
     }
 
     fn a_member_still_runs(&self) -> bool {

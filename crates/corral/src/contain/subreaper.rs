@@ -122,7 +122,26 @@ impl Rule {
     /// entry alone, so a walk can act on it at sight; `cgroup_of` says which
     /// cgroup a pid is in (see [`Others::claims_with`]).
     pub(crate) fn is_adopted(&self, s: &Stat, others: &Others, cgroup_of: CgroupOf<'_>) -> bool {
-        self.is_orphan(s) && !others.claims_with(s, cgroup_of)
+        self.is_orphan(s) && !others.may_be_spawning(s) && !others.claims_with(s, cgroup_of)
+    }
+
+    /// How many running orphans no one claims yet but that may be a tree
+    /// being spawned right now: not ours to signal, and not proof that the
+    /// tree is empty, until the spawn is recorded.
+    pub(crate) fn undecided(
+        &self,
+        table: &[Stat],
+        others: &Others,
+        cgroup_of: CgroupOf<'_>,
+    ) -> usize {
+        if others.spawning_since.is_none() {
+            return 0;
+        }
+        table
+            .iter()
+            .filter(|s| s.is_running() && self.is_orphan(s) && others.may_be_spawning(s))
+            .filter(|s| !others.claims_with(s, cgroup_of))
+            .count()
     }
 
     /// The leader's descendants and the adopted orphans' (with theirs), less
@@ -158,7 +177,8 @@ impl Rule {
         let mut reaped = 0;
         let zombies = table
             .iter()
-            .filter(|s| !s.is_running() && self.is_orphan(s) && !others.is_leader(s));
+            .filter(|s| !s.is_running() && self.is_orphan(s) && !others.is_leader(s))
+            .filter(|s| !others.may_be_spawning(s));
         for zombie in zombies {
             let ours = !others.claims_with(zombie, cgroup_of);
             match sys::reap(zombie.pid) {
@@ -245,5 +265,104 @@ mod tests {
             .collect();
         pids.sort_unstable();
         assert_eq!(pids, vec![101, 103]);
+    }
+
+    /// A spawn in progress (announced, its leader not yet recorded): a
+    /// direct child of the host that started since is nobody's yet, neither
+    /// adopted nor reaped, and keeps the tree from being judged empty; an
+    /// older orphan is ours as usual.
+    #[test]
+    fn orphans_younger_than_a_spawn_in_progress_wait() {
+        let table = vec![
+            stat(100, 1, 100, 10),   // us
+            stat(101, 100, 100, 50), // our leader
+            stat(103, 100, 103, 52), // our orphan, from before the spawn began
+            stat(110, 100, 100, 60), // maybe the new leader, not yet recorded
+            stat(111, 110, 100, 61), // its child
+        ];
+        let mut others = Others::default();
+        others.spawning_since = Some(60);
+        let rule = rule(100, 101, 50);
+        let mut pids: Vec<i32> = rule
+            .members(&table, &others, &|_| None)
+            .iter()
+            .map(|s| s.pid)
+            .collect();
+        pids.sort_unstable();
+        assert_eq!(pids, vec![101, 103]);
+        assert_eq!(rule.undecided(&table, &others, &|_| None), 1);
+        others.spawning_since = None;
+        assert_eq!(rule.undecided(&table, &others, &|_| None), 0);
+    }
+
+    /// With real processes: a direct child of the host forked after a spawn
+    /// was announced may be that spawn's leader. A subreaper tree's signal
+    /// never reaches it, and the tree is not judged empty while it runs,
+    /// until the spawn is recorded (then it is another tree's) or withdrawn
+    /// (then it is an ordinary orphan, adopted).
+    #[test]
+    fn a_spawn_in_progress_is_neither_signalled_nor_taken_for_gone() {
+        use crate::{
+            Signal,
+            contain::{
+                Backend, registry,
+                scan::{Rule as ScanRule, ScannedTree},
+            },
+        };
+        let sleep = || {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .expect("sleep")
+        };
+        let identity = |child: &std::process::Child| {
+            let pid = child.id() as i32;
+            (pid, identity::read_stat(pid).expect("stat").start_time)
+        };
+        // A signal is delivered asynchronously: look a moment later.
+        let running = |(pid, start): (i32, u64)| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            identity::read_stat(pid).is_ok_and(|s| s.start_time == start && s.is_running())
+        };
+        let claim = Claim::acquire().expect("the subreaper role");
+        let mut leader = sleep();
+        let (leader_pid, leader_start) = identity(&leader);
+        let rule = Rule {
+            me: sys::getpid(),
+            leader: leader_pid,
+            leader_start,
+            preexisting: claim.preexisting.clone(),
+            claim: Some(claim),
+        };
+        let mut tree = ScannedTree::new(ScanRule::Subreaper(rule), None);
+        // Each spawn starts no earlier than the announcement's clock tick.
+        let announced = registry::spawning();
+        let mut theirs = sleep();
+        let their_id = identity(&theirs);
+        let mut outcome = Vec::new();
+        let _ = tree.signal(Signal::TERM);
+        outcome.push(("announced: not signalled", running(their_id)));
+        outcome.push((
+            "announced: the tree is not empty",
+            !tree.is_empty().unwrap_or(true),
+        ));
+        let live = announced.register(their_id.0, Backend::Group, None);
+        let _ = tree.signal(Signal::TERM);
+        outcome.push(("recorded: not signalled", running(their_id)));
+        drop(live);
+        let second = registry::spawning();
+        let mut late = sleep();
+        let late_id = identity(&late);
+        drop(second);
+        let _ = tree.signal(Signal::TERM);
+        outcome.push(("withdrawn: an orphan of ours, signalled", !running(late_id)));
+        for child in [&mut leader, &mut theirs, &mut late] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        tree.close();
+        for (what, held) in outcome {
+            assert!(held, "{what}");
+        }
     }
 }

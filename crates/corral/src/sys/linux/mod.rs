@@ -11,8 +11,10 @@ use std::{
 
 use rustix::process::{Pid, PidfdFlags, WaitId, WaitIdOptions};
 
+mod clock;
 mod clone3;
 
+pub(crate) use clock::boot_ticks;
 pub(crate) use clone3::{Clone3Error, Exec, spawn_into_cgroup};
 
 use crate::{Exit, Signal};
