@@ -442,6 +442,14 @@ impl Supervision {
                                 .to_owned(),
                         );
                     }
+                    let undecided = self.tree.undecided();
+                    if undecided > 0 {
+                        report.notes.push(format!(
+                            "{undecided} process(es) started while another spawn of this \
+                             process was in progress, and could not be told from its leader: \
+                             left alone"
+                        ));
+                    }
                     tracing::warn!(
                         survivors = report.survivors.len(),
                         "final bound passed with survivors"

@@ -384,6 +384,16 @@ impl Tree {
         }
     }
 
+    /// How many processes the last scan could not tell from the leader of a
+    /// tree being spawned by this process at the same time (a subreaper's
+    /// orphans as young as that spawn): left alone until it is recorded.
+    pub(crate) fn undecided(&self) -> usize {
+        match self {
+            Tree::Cgroup(_) => 0,
+            Tree::Scanned(tree) => tree.undecided(),
+        }
+    }
+
     /// Lets the members go on running outside corral's ownership
     /// ([`Leftovers::Release`](crate::Leftovers::Release)): a cgroup's members
     /// move to its parent and the leaf is removed. Returns false if the leaf

@@ -161,7 +161,8 @@ impl ScannedTree {
         if matches!(self.rule, Rule::Subreaper(_)) {
             registry::forget_gone(&table);
         }
-        // Taken after the walk: every leader the walk saw is in it.
+        // Taken after the walk: every leader the walk saw is in it, or its
+        // spawn is, still in progress (see `registry`).
         let others = registry::others(live);
         self.exited = self.rule.tidy(&table, &others);
         self.undecided = self.rule.undecided(&table, &others);
@@ -266,6 +267,12 @@ impl ScannedTree {
                 (pause * 2).min(POLL_MAX)
             };
         }
+    }
+
+    /// How many processes the last scan could not judge (see
+    /// `Rule::undecided`).
+    pub(crate) fn undecided(&self) -> usize {
+        self.undecided
     }
 
     /// Whether the last scan found members exiting: the sign of a process
