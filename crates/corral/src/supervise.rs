@@ -161,8 +161,13 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
             procs.display()
         ));
     }
+    // Announced before the fork, recorded once the pid is known: another
+    // tree of this process never takes the new leader for its own.
+    let spawning = contain::spawning();
     let launched = launch::launch(&command, &prepared)
         .map_err(|source| launch::spawn_error(&command, source))?;
+    let leaf = prepared.cgroup().map(|(path, _)| path);
+    let live = spawning.register(launched.pid, backend, leaf.as_deref());
     let started = Instant::now();
     let pid = launched.pid;
     let Launched {
@@ -179,7 +184,7 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
             return Err(error);
         }
     };
-    let mut tree = match prepared.start(&leader) {
+    let mut tree = match prepared.start(&leader, &live) {
         Ok(tree) => tree,
         Err(error) => {
             sys::kill_and_reap(leader.pidfd.get_ref().as_fd());
@@ -235,6 +240,7 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
     let (sender, receiver) = oneshot::channel();
     let supervision = Supervision {
         tree,
+        live: Some(live),
         leader,
         registration,
         backend,
@@ -291,6 +297,10 @@ fn open_leader(pid: i32, pidfd: OwnedFd) -> Result<Leader, (Error, OwnedFd)> {
 /// The state of one supervised tree, owned by its task.
 struct Supervision {
     tree: Tree,
+    /// The tree's entry in the registry of this process's trees: dropped
+    /// after the leader is reaped (with `self`, or explicitly in `run`), so
+    /// no other tree ever adopts or reaps it.
+    live: Option<contain::Live>,
     leader: Leader,
     registration: Registration,
     backend: Backend,
@@ -329,6 +339,8 @@ impl Supervision {
         };
         if release.is_some() {
             report.released = self.tree.members();
+            // Nobody's now: another tree of this process never adopts them.
+            contain::released(report.released.iter().map(|p| (p.pid, p.start_time)));
             report.cgroup_left = !self.tree.release();
         } else {
             self.terminate(&mut report).await;
@@ -338,6 +350,7 @@ impl Supervision {
         }
         report.cleanup_time = triggered.elapsed();
         let leader = self.reap_leader(&mut report);
+        self.live = None;
         self.registration.finished(!report.survivors.is_empty());
         self.finished = true;
 
@@ -446,6 +459,14 @@ impl Supervision {
                              (the cgroup backend holds such processes)"
                                 .to_owned(),
                         );
+                    }
+                    let undecided = self.tree.undecided();
+                    if undecided > 0 {
+                        report.notes.push(format!(
+                            "{undecided} process(es) started while another spawn of this \
+                             process was in progress, and could not be told from its leader: \
+                             left alone"
+                        ));
                     }
                     tracing::warn!(
                         survivors = report.survivors.len(),

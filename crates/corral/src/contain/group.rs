@@ -6,10 +6,16 @@
 //! child: its zombie holds the pid, so no new group can take that id. The
 //! holes are real and documented: a child that calls `setsid` and whose
 //! parent has exited, or a double-forked daemon, is found by neither rule.
+//!
+//! Another tree of this process is never a member: the group is the
+//! leader's own (a new group at the spawn, its id held by the unreaped
+//! leader), and the scan leaves out every other live tree's leader. Only a
+//! process that joins the group itself (`setpgid`, possible within one
+//! session) is reached by the group-wide signal.
 
 use std::io;
 
-use super::{Leader, scan::descendants};
+use super::{Leader, registry::Others, scan::descendants};
 use crate::{Signal, identity::Stat, sys};
 
 /// Membership for a process-group tree.
@@ -23,13 +29,17 @@ impl Rule {
         Self { leader: leader.pid }
     }
 
-    pub(crate) fn members(&self, table: &[Stat]) -> Vec<Stat> {
+    /// The leader's descendants and its group, less another live tree's
+    /// leader (none of which can be there unless a process of ours joined
+    /// their ranks; a leader is never ours to judge).
+    pub(crate) fn members(&self, table: &[Stat], others: &Others) -> Vec<Stat> {
         let mut members = descendants(table, &[self.leader]);
         for stat in table.iter().filter(|s| s.pgid == self.leader) {
             if !members.iter().any(|m| m.pid == stat.pid) {
                 members.push(stat.clone());
             }
         }
+        members.retain(|s| s.pid == self.leader || !others.is_leader(s));
         members
     }
 
@@ -59,7 +69,7 @@ mod tests {
             stat(106, 100, 106, 55), // a sibling: not ours
         ];
         let mut pids: Vec<i32> = Rule { leader: 101 }
-            .members(&table)
+            .members(&table, &Others::default())
             .iter()
             .map(|s| s.pid)
             .collect();
@@ -80,7 +90,7 @@ mod tests {
             .expect("spawn sleep");
         let pid = child.id() as i32;
         let start_time = crate::identity::read_stat(pid).expect("stat").start_time;
-        let mut tree = ScannedTree::new(ScanRule::Group(Rule { leader: pid }));
+        let mut tree = ScannedTree::new(ScanRule::Group(Rule { leader: pid }), None);
         let first = tree.refresh();
         let second = tree.refresh();
         let _ = child.kill();

@@ -14,13 +14,20 @@
 //! - [`Backend::Group`]: a process group, plus the leader's descendants while
 //!   they are still connected to it. Portable; a `setsid` child whose parent
 //!   has exited, or a double-forked daemon, escapes it.
+//!
+//! Trees of one process never touch each other, whatever their backends: every
+//! live tree is in a process-wide registry (`registry`) from the fork of its
+//! leader until that leader is reaped, and the rules that find members by
+//! scanning `/proc` leave out what another tree claims.
 
 mod cgroup;
 mod group;
+mod registry;
 mod scan;
 mod subreaper;
 
 pub(crate) use cgroup::{Departed, mount as cgroup_mount, remove_below, subtree_pids};
+pub(crate) use registry::{Live, released, spawning};
 pub(crate) use scan::descendants;
 
 use std::{
@@ -113,7 +120,13 @@ static SUBREAPER_CLAIMED: AtomicBool = AtomicBool::new(false);
 /// A subreaper adopts *every* orphan below it, so it suits a process that
 /// does nothing but supervise (the `corral` command does this). Processes
 /// this process adopts while a subreaper-backed tree runs, and that started
-/// after the tree's leader, are treated as part of that tree.
+/// after the tree's leader, are treated as part of that tree, unless another
+/// live tree of this process claims them: its leader, a process of its group
+/// or its leaf cgroup, or a member its scans found. Other trees spawned
+/// meanwhile are left alone whatever their backend; an orphan that a
+/// group-backed tree never saw and that left its group (`setsid` and double
+/// fork: the group backend's documented hole) is indistinguishable from the
+/// subreaper tree's own, and is treated as such.
 pub fn claim_subreaper() {
     SUBREAPER_CLAIMED.store(true, Ordering::SeqCst);
 }
@@ -274,16 +287,20 @@ impl Prepared {
         }
     }
 
-    /// The live tree, once the leader runs.
-    pub(crate) fn start(self, leader: &Leader) -> Result<Tree, Error> {
+    /// The live tree, once the leader runs; `live` is its entry in the
+    /// registry of this process's trees (see [`spawning`]).
+    pub(crate) fn start(self, leader: &Leader, live: &Live) -> Result<Tree, Error> {
+        let live = Some(live.id());
         Ok(match self {
             Prepared::Cgroup(leaf) => Tree::Cgroup(leaf.watch()?),
             Prepared::Subreaper(claim) => Tree::Scanned(scan::ScannedTree::new(
                 scan::Rule::Subreaper(subreaper::Rule::new(leader, claim)),
+                live,
             )),
-            Prepared::Group => Tree::Scanned(scan::ScannedTree::new(scan::Rule::Group(
-                group::Rule::new(leader),
-            ))),
+            Prepared::Group => Tree::Scanned(scan::ScannedTree::new(
+                scan::Rule::Group(group::Rule::new(leader)),
+                live,
+            )),
         })
     }
 }
@@ -395,6 +412,16 @@ impl Tree {
         match self {
             Tree::Cgroup(_) => false,
             Tree::Scanned(tree) => tree.members_exiting(),
+        }
+    }
+
+    /// How many processes the last scan could not tell from the leader of a
+    /// tree being spawned by this process at the same time (a subreaper's
+    /// orphans as young as that spawn): left alone until it is recorded.
+    pub(crate) fn undecided(&self) -> usize {
+        match self {
+            Tree::Cgroup(_) => 0,
+            Tree::Scanned(tree) => tree.undecided(),
         }
     }
 

@@ -9,7 +9,11 @@ use std::{collections::HashSet, io, time::Duration};
 
 use tokio::time::Instant;
 
-use super::{group, subreaper};
+use super::{
+    group,
+    registry::{self, Others},
+    subreaper,
+};
 use crate::{
     ProcessInfo, Signal,
     identity::{self, Delivery, Stat},
@@ -30,10 +34,20 @@ pub(crate) enum Rule {
 }
 
 impl Rule {
-    fn members(&self, table: &[Stat]) -> Vec<Stat> {
+    fn members(&self, table: &[Stat], others: &Others) -> Vec<Stat> {
         match self {
-            Rule::Subreaper(rule) => rule.members(table),
-            Rule::Group(rule) => rule.members(table),
+            Rule::Subreaper(rule) => rule.members(table, others, &registry::cgroup_of),
+            Rule::Group(rule) => rule.members(table, others),
+        }
+    }
+
+    /// Whether a process once found stays out of the tree: another tree now
+    /// claims it. A subreaper's adoption yields to every other claim; a
+    /// group's holds against all but another tree's leader.
+    fn disowns(&self, stat: &Stat, others: &Others) -> bool {
+        match self {
+            Rule::Subreaper(_) => others.claims(stat),
+            Rule::Group(_) => others.is_leader(stat),
         }
     }
 
@@ -49,19 +63,30 @@ impl Rule {
     /// Whether one `/proc` entry is a member without looking at the rest of
     /// the table: a subreaper's adopted orphans. Such a member is signalled
     /// the moment the walk reads it.
-    fn member_at_sight(&self, stat: &Stat) -> bool {
+    fn member_at_sight(&self, stat: &Stat, others: &Others) -> bool {
         match self {
-            Rule::Subreaper(rule) => rule.is_adopted(stat) && stat.is_running(),
+            Rule::Subreaper(rule) => {
+                stat.is_running() && rule.is_adopted(stat, others, &registry::cgroup_of)
+            }
             Rule::Group(_) => false,
+        }
+    }
+
+    /// Processes that may be members but cannot be told yet (a subreaper's
+    /// orphans as young as a spawn in progress).
+    fn undecided(&self, table: &[Stat], others: &Others) -> usize {
+        match self {
+            Rule::Subreaper(rule) => rule.undecided(table, others, &registry::cgroup_of),
+            Rule::Group(_) => 0,
         }
     }
 
     /// Housekeeping between scans (a subreaper reaps adopted zombies);
     /// returns how many members were found to have exited since the last
     /// scan.
-    fn tidy(&self, table: &[Stat]) -> usize {
+    fn tidy(&self, table: &[Stat], others: &Others) -> usize {
         match self {
-            Rule::Subreaper(rule) => rule.reap_adopted(table),
+            Rule::Subreaper(rule) => rule.reap_adopted(table, others, &registry::cgroup_of),
             Rule::Group(_) => 0,
         }
     }
@@ -77,6 +102,8 @@ impl Rule {
 #[derive(Debug)]
 pub(crate) struct ScannedTree {
     rule: Rule,
+    /// The tree's key in the registry of this process's live trees.
+    live: Option<u64>,
     /// Every process once judged a member, by identity. It stays a member
     /// (with its descendants) after its parent exits and the rule alone would
     /// lose it, e.g. a `setsid` child once the group leader has died.
@@ -88,15 +115,19 @@ pub(crate) struct ScannedTree {
     exited: usize,
     /// The running members the last scan found.
     last: Vec<(i32, u64)>,
+    /// Processes the last scan could not judge yet (see `Rule::undecided`).
+    undecided: usize,
 }
 
 impl ScannedTree {
-    pub(crate) fn new(rule: Rule) -> Self {
+    pub(crate) fn new(rule: Rule, live: Option<u64>) -> Self {
         Self {
             rule,
+            live,
             known: HashSet::new(),
             exited: 0,
             last: Vec::new(),
+            undecided: 0,
         }
     }
 
@@ -111,21 +142,35 @@ impl ScannedTree {
     /// caught this way.
     fn scan_signalling(&mut self, signal: Option<Signal>) -> io::Result<(Vec<Stat>, Identities)> {
         let mut reached = HashSet::new();
-        let rule = &self.rule;
+        let (rule, live) = (&self.rule, self.live);
+        let mut others = registry::others(live);
         let table = identity::walk_processes(|stat| {
             let Some(signal) = signal else { return };
-            if rule.member_at_sight(stat)
+            if !rule.member_at_sight(stat, &others) {
+                return;
+            }
+            // A tree spawned since the snapshot may own it: look again.
+            registry::renew(&mut others, live);
+            if rule.member_at_sight(stat, &others)
                 && let Ok(Delivery::Sent) =
                     identity::signal_verified(stat.pid, stat.start_time, signal)
             {
                 reached.insert((stat.pid, stat.start_time));
             }
         })?;
-        self.exited = self.rule.tidy(&table);
-        let mut members = self.rule.members(&table);
+        if matches!(self.rule, Rule::Subreaper(_)) {
+            registry::forget_gone(&table);
+        }
+        // Taken after the walk: every leader the walk saw is in it, or its
+        // spawn is, still in progress (see `registry`).
+        let others = registry::others(live);
+        self.exited = self.rule.tidy(&table, &others);
+        self.undecided = self.rule.undecided(&table, &others);
+        let mut members = self.rule.members(&table, &others);
         let still_known: Vec<i32> = table
             .iter()
             .filter(|s| self.known.contains(&(s.pid, s.start_time)))
+            .filter(|s| !self.rule.disowns(s, &others))
             .map(|s| s.pid)
             .collect();
         for stat in descendants(&table, &still_known) {
@@ -133,9 +178,12 @@ impl ScannedTree {
                 members.push(stat);
             }
         }
-        members.retain(Stat::is_running);
+        members.retain(|s| s.is_running() && !self.rule.disowns(s, &others));
         self.last = members.iter().map(|m| (m.pid, m.start_time)).collect();
         self.known.extend(self.last.iter().copied());
+        if let Some(live) = live {
+            registry::found(live, self.last.iter().copied());
+        }
         Ok((members, reached))
     }
 
@@ -186,7 +234,7 @@ impl ScannedTree {
         if self.a_member_still_runs() {
             return Ok(false);
         }
-        Ok(self.scan()?.is_empty() && !self.members_exiting())
+        Ok(self.scan()?.is_empty() && !self.members_exiting() && self.undecided == 0)
     }
 
     fn a_member_still_runs(&self) -> bool {
@@ -224,6 +272,12 @@ impl ScannedTree {
         }
     }
 
+    /// How many processes the last scan could not judge (see
+    /// `Rule::undecided`).
+    pub(crate) fn undecided(&self) -> usize {
+        self.undecided
+    }
+
     /// Whether the last scan found members exiting: the sign of a process
     /// that forks and exits faster than a walk can name it.
     pub(crate) fn members_exiting(&self) -> bool {
@@ -256,7 +310,7 @@ impl ScannedTree {
         if matches!(self.rule, Rule::Subreaper(_))
             && let Ok(table) = identity::all_processes()
         {
-            let _ = self.rule.tidy(&table);
+            let _ = self.rule.tidy(&table, &registry::others(self.live));
         }
         self.rule.close();
     }

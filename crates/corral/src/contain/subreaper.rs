@@ -6,11 +6,16 @@
 //! The role is process-global: one subreaper-backed tree runs per process at a
 //! time, and this process must reap the zombies it adopts. The tree is the
 //! leader's descendants plus every process this process adopted that started
-//! no earlier than the leader (and their descendants).
+//! no earlier than the leader (and their descendants), less what another
+//! live tree of this process claims (see `registry`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::{Leader, scan::descendants};
+use super::{
+    Leader,
+    registry::{CgroupOf, Others},
+    scan::descendants,
+};
 use crate::{
     identity::{self, Stat},
     sys,
@@ -101,13 +106,9 @@ impl Rule {
         }
     }
 
-    fn adopted<'t>(&self, table: &'t [Stat]) -> impl Iterator<Item = &'t Stat> {
-        table.iter().filter(move |s| self.is_adopted(s))
-    }
-
-    /// Whether this process is an orphan of the tree that re-parented to us.
-    /// Decided from its own entry alone, so a walk can act on it at sight.
-    pub(crate) fn is_adopted(&self, s: &Stat) -> bool {
+    /// Whether this process is an orphan that re-parented to us since the
+    /// leader started: ours unless another tree of this process claims it.
+    fn is_orphan(&self, s: &Stat) -> bool {
         s.ppid == self.me
             && s.pid != self.leader
             && s.start_time >= self.leader_start
@@ -115,20 +116,74 @@ impl Rule {
             && !crate::watchdog::is_helper(s.pid, s.start_time)
     }
 
-    pub(crate) fn members(&self, table: &[Stat]) -> Vec<Stat> {
-        let mut roots = vec![self.leader];
-        roots.extend(self.adopted(table).map(|s| s.pid));
-        descendants(table, &roots)
+    /// Whether this process is an orphan of the tree that re-parented to us:
+    /// an orphan that no other live tree claims (its leader, a process of its
+    /// group or its leaf, a member its scans found). Decided from its own
+    /// entry alone, so a walk can act on it at sight; `cgroup_of` says which
+    /// cgroup a pid is in (see [`Others::claims_with`]).
+    pub(crate) fn is_adopted(&self, s: &Stat, others: &Others, cgroup_of: CgroupOf<'_>) -> bool {
+        self.is_orphan(s) && !others.may_be_spawning(s) && !others.claims_with(s, cgroup_of)
     }
 
-    /// Reaps adopted members that have exited (the leader is reaped by the
-    /// supervisor, which wants its status); returns how many.
-    pub(crate) fn reap_adopted(&self, table: &[Stat]) -> usize {
+    /// How many running orphans no one claims yet but that may be a tree
+    /// being spawned right now: not ours to signal, and not proof that the
+    /// tree is empty, until the spawn is recorded.
+    pub(crate) fn undecided(
+        &self,
+        table: &[Stat],
+        others: &Others,
+        cgroup_of: CgroupOf<'_>,
+    ) -> usize {
+        if others.spawning_since.is_none() {
+            return 0;
+        }
+        table
+            .iter()
+            .filter(|s| s.is_running() && self.is_orphan(s) && others.may_be_spawning(s))
+            .filter(|s| !others.claims_with(s, cgroup_of))
+            .count()
+    }
+
+    /// The leader's descendants and the adopted orphans' (with theirs), less
+    /// what another tree claims.
+    pub(crate) fn members(
+        &self,
+        table: &[Stat],
+        others: &Others,
+        cgroup_of: CgroupOf<'_>,
+    ) -> Vec<Stat> {
+        let mut roots = vec![self.leader];
+        roots.extend(
+            table
+                .iter()
+                .filter(|s| self.is_adopted(s, others, cgroup_of))
+                .map(|s| s.pid),
+        );
+        let mut members = descendants(table, &roots);
+        members.retain(|s| s.pid == self.leader || !others.claims(s));
+        members
+    }
+
+    /// Reaps orphans that have exited, whoever's they were: a zombie is no
+    /// tree's member, and only we can reap it. Never another tree's leader,
+    /// whose supervisor wants its status, nor our own (the same). Returns how
+    /// many of the reaped were ours.
+    pub(crate) fn reap_adopted(
+        &self,
+        table: &[Stat],
+        others: &Others,
+        cgroup_of: CgroupOf<'_>,
+    ) -> usize {
         let mut reaped = 0;
-        for zombie in self.adopted(table).filter(|s| !s.is_running()) {
+        let zombies = table
+            .iter()
+            .filter(|s| !s.is_running() && self.is_orphan(s) && !others.is_leader(s))
+            .filter(|s| !others.may_be_spawning(s));
+        for zombie in zombies {
+            let ours = !others.claims_with(zombie, cgroup_of);
             match sys::reap(zombie.pid) {
-                Ok(true) => reaped += 1,
-                Ok(false) => {}
+                Ok(true) if ours => reaped += 1,
+                Ok(_) => {}
                 Err(error) => {
                     tracing::debug!(pid = zombie.pid, %error, "reaping an adopted zombie failed");
                 }
@@ -171,11 +226,143 @@ mod tests {
             stat(200, 1, 200, 60),   // unrelated
         ];
         let mut pids: Vec<i32> = rule(100, 101, 50)
-            .members(&table)
+            .members(&table, &Others::default(), &|_| None)
             .iter()
             .map(|s| s.pid)
             .collect();
         pids.sort_unstable();
         assert_eq!(pids, vec![101, 102, 103, 104]);
+    }
+
+    /// Two trees in one host: a subreaper tree and a tree on another backend
+    /// spawned after it. The other tree's leader and the processes of its
+    /// group or leaf are direct children of the host born after our leader,
+    /// yet never ours.
+    #[test]
+    fn other_trees_leaders_groups_and_leaves_are_not_adopted() {
+        let table = vec![
+            stat(100, 1, 100, 10),   // us
+            stat(101, 100, 100, 50), // our leader
+            stat(103, 100, 103, 52), // our setsid orphan
+            stat(110, 100, 110, 55), // a group tree's leader
+            stat(111, 110, 110, 56), // its child
+            stat(112, 100, 110, 57), // its orphan, still in its group
+            stat(120, 100, 100, 58), // a cgroup tree's leader
+            stat(121, 100, 121, 59), // its double-forked orphan, in its leaf
+            stat(130, 100, 130, 60), // an orphan a group tree's scan found
+            stat(131, 130, 130, 61), // its child
+        ];
+        let mut others = Others::default();
+        others.leaders = [110, 120].into();
+        others.groups = [110].into();
+        others.members = [(130, 60)].into();
+        others.cgroups = vec!["/leaf".to_owned()];
+        let leaves = |pid| (pid == 120 || pid == 121).then(|| "/leaf".to_owned());
+        let mut pids: Vec<i32> = rule(100, 101, 50)
+            .members(&table, &others, &leaves)
+            .iter()
+            .map(|s| s.pid)
+            .collect();
+        pids.sort_unstable();
+        assert_eq!(pids, vec![101, 103]);
+    }
+
+    /// A spawn in progress (announced, its leader not yet recorded): a
+    /// direct child of the host that started since is nobody's yet, neither
+    /// adopted nor reaped, and keeps the tree from being judged empty; an
+    /// older orphan is ours as usual.
+    #[test]
+    fn orphans_younger_than_a_spawn_in_progress_wait() {
+        let table = vec![
+            stat(100, 1, 100, 10),   // us
+            stat(101, 100, 100, 50), // our leader
+            stat(103, 100, 103, 52), // our orphan, from before the spawn began
+            stat(110, 100, 100, 60), // maybe the new leader, not yet recorded
+            stat(111, 110, 100, 61), // its child
+        ];
+        let mut others = Others::default();
+        others.spawning_since = Some(60);
+        let rule = rule(100, 101, 50);
+        let mut pids: Vec<i32> = rule
+            .members(&table, &others, &|_| None)
+            .iter()
+            .map(|s| s.pid)
+            .collect();
+        pids.sort_unstable();
+        assert_eq!(pids, vec![101, 103]);
+        assert_eq!(rule.undecided(&table, &others, &|_| None), 1);
+        others.spawning_since = None;
+        assert_eq!(rule.undecided(&table, &others, &|_| None), 0);
+    }
+
+    /// With real processes: a direct child of the host forked after a spawn
+    /// was announced may be that spawn's leader. A subreaper tree's signal
+    /// never reaches it, and the tree is not judged empty while it runs,
+    /// until the spawn is recorded (then it is another tree's) or withdrawn
+    /// (then it is an ordinary orphan, adopted).
+    #[test]
+    fn a_spawn_in_progress_is_neither_signalled_nor_taken_for_gone() {
+        use crate::{
+            Signal,
+            contain::{
+                Backend, registry,
+                scan::{Rule as ScanRule, ScannedTree},
+            },
+        };
+        let sleep = || {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .expect("sleep")
+        };
+        let identity = |child: &std::process::Child| {
+            let pid = child.id() as i32;
+            (pid, identity::read_stat(pid).expect("stat").start_time)
+        };
+        // A signal is delivered asynchronously: look a moment later.
+        let running = |(pid, start): (i32, u64)| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            identity::read_stat(pid).is_ok_and(|s| s.start_time == start && s.is_running())
+        };
+        let claim = Claim::acquire().expect("the subreaper role");
+        let mut leader = sleep();
+        let (leader_pid, leader_start) = identity(&leader);
+        let rule = Rule {
+            me: sys::getpid(),
+            leader: leader_pid,
+            leader_start,
+            preexisting: claim.preexisting.clone(),
+            claim: Some(claim),
+        };
+        let mut tree = ScannedTree::new(ScanRule::Subreaper(rule), None);
+        // Each spawn starts no earlier than the announcement's clock tick.
+        let announced = registry::spawning();
+        let mut theirs = sleep();
+        let their_id = identity(&theirs);
+        let mut outcome = Vec::new();
+        let _ = tree.signal(Signal::TERM);
+        outcome.push(("announced: not signalled", running(their_id)));
+        outcome.push((
+            "announced: the tree is not empty",
+            !tree.is_empty().unwrap_or(true),
+        ));
+        let live = announced.register(their_id.0, Backend::Group, None);
+        let _ = tree.signal(Signal::TERM);
+        outcome.push(("recorded: not signalled", running(their_id)));
+        drop(live);
+        let second = registry::spawning();
+        let mut late = sleep();
+        let late_id = identity(&late);
+        drop(second);
+        let _ = tree.signal(Signal::TERM);
+        outcome.push(("withdrawn: an orphan of ours, signalled", !running(late_id)));
+        for child in [&mut leader, &mut theirs, &mut late] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        tree.close();
+        for (what, held) in outcome {
+            assert!(held, "{what}");
+        }
     }
 }

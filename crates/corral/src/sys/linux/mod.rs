@@ -11,10 +11,12 @@ use std::{
 
 use rustix::process::{Pid, PidfdFlags, WaitId, WaitIdOptions};
 
+mod clock;
 mod clone3;
 mod creds;
 pub(crate) mod dirfd;
 
+pub(crate) use clock::boot_ticks;
 pub(crate) use clone3::{Clone3Error, Exec, spawn_into_cgroup};
 pub(crate) use creds::Credentials;
 
