@@ -109,10 +109,8 @@ impl Record {
                 return Err(format!("bad pid {}", identity.pid));
             }
         }
-        if let Some(cgroup) = &self.cgroup {
-            if !is_corral_leaf(cgroup) {
-                return Err(format!("{} is not a corral cgroup leaf", cgroup.display()));
-            }
+        if let Some(cgroup) = self.cgroup.as_ref().filter(|c| !is_corral_leaf(c)) {
+            return Err(format!("{} is not a corral cgroup leaf", cgroup.display()));
         }
         Ok(())
     }
