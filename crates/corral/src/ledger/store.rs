@@ -291,6 +291,27 @@ fn open_trusted_ancestors(dir: &Path, create: bool) -> Result<Option<OwnedFd>, E
     Ok(walked.pop().map(|(_, fd)| fd))
 }
 
+/// Inside a user namespace (an unprivileged `unshare -U`), files of owners
+/// the namespace does not map, the real root's `/` and `/tmp` among them,
+/// show as the overflow uid: it is accepted for the directories *above* the
+/// ledger (the ledger directory and its records must still be ours). Outside
+/// one, `None`: a directory of `nobody` is nobody's to trust.
+fn outside_owner() -> Option<u32> {
+    static OVERFLOW: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *OVERFLOW.get_or_init(|| {
+        let map = std::fs::read_to_string("/proc/self/uid_map").ok()?;
+        let initial = map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"];
+        if initial {
+            return None;
+        }
+        std::fs::read_to_string("/proc/sys/kernel/overflowuid")
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
 /// The names to walk in `path`: normal components and `..` (`.` and the
 /// root are implied).
 fn components(path: &Path) -> impl Iterator<Item = OsString> + '_ {
@@ -304,7 +325,7 @@ fn components(path: &Path) -> impl Iterator<Item = OsString> + '_ {
 fn check_ancestor(path: &Path, fd: &OwnedFd) -> Result<(), Error> {
     let meta = dirfd::meta(fd).map_err(|e| refused(path, e.to_string()))?;
     let me = sys::geteuid();
-    if meta.uid != me && meta.uid != 0 {
+    if meta.uid != me && meta.uid != 0 && Some(meta.uid) != outside_owner() {
         return Err(refused(
             path,
             format!(
