@@ -41,7 +41,7 @@ impl Captured {
 
 /// A live view of a captured stream while the command runs: what was read so
 /// far, and a way to wait for more. Get one with
-/// [`Child::stdout_tap`](crate::Child::stdout_tap).
+/// [`Child::stdout_tap`](crate::child::Child::stdout_tap).
 #[derive(Debug, Clone)]
 pub struct OutputTap {
     buffer: Arc<Mutex<Captured>>,

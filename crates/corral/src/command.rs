@@ -4,7 +4,7 @@ use std::{ffi::OsString, path::PathBuf, time::Duration};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::{BackendChoice, Child, Error, Finished, Policy, Signal};
+use crate::{backend::BackendChoice, signal::Signal, terminate::Policy};
 
 /// Where the command's standard input comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -15,7 +15,7 @@ pub enum Input {
     Null,
     /// The caller's own standard input.
     Inherit,
-    /// A pipe; take the writer with [`Child::take_stdin`].
+    /// A pipe; take the writer with [`Child::take_stdin`](crate::Child::take_stdin).
     Piped,
 }
 
@@ -23,15 +23,15 @@ pub enum Input {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Output {
-    /// Read by corral and returned in [`Finished`], also after a kill (the default).
+    /// Read by corral and returned in [`Finished`](crate::Finished), also after a kill (the default).
     #[default]
     Capture,
     /// The caller's own stream (a TTY stays a TTY).
     Inherit,
     /// `/dev/null`.
     Null,
-    /// A pipe the caller reads; take it with [`Child::take_stdout`] /
-    /// [`Child::take_stderr`].
+    /// A pipe the caller reads; take it with [`Child::take_stdout`](crate::Child::take_stdout) /
+    /// [`Child::take_stderr`](crate::Child::take_stderr).
     Piped,
 }
 
@@ -77,7 +77,7 @@ pub struct Command {
 }
 
 /// The default cap on captured bytes per stream (64 MiB); the rest is counted
-/// in [`Captured::dropped`](crate::Captured::dropped).
+/// in [`Captured::dropped`](crate::capture::Captured::dropped).
 pub const DEFAULT_CAPTURE_LIMIT: usize = 64 << 20;
 
 impl Command {
@@ -216,7 +216,7 @@ impl Command {
     }
 
     /// Whether a watchdog process kills the tree if this process dies without
-    /// cleaning up (default on; see [`crate::watchdog`]). Off, or without a
+    /// cleaning up (default on; see [`crate::owner::watchdog`]). Off, or without a
     /// watchdog executable, the report says the guard is off.
     pub fn watchdog(mut self, on: bool) -> Self {
         self.watchdog = on;
@@ -224,7 +224,7 @@ impl Command {
     }
 
     /// Whether the tree is recorded in the crash ledger (default on; see
-    /// [`crate::ledger`]).
+    /// [`crate::owner::ledger`]).
     pub fn ledger(mut self, on: bool) -> Self {
         self.ledger = on;
         self
@@ -267,24 +267,5 @@ impl Command {
     /// The program as given, for messages.
     pub fn program(&self) -> String {
         self.program.to_string_lossy().into_owned()
-    }
-
-    /// Starts the command as an owned tree. The tree is supervised by a tokio
-    /// task from now on, whether or not the [`Child`] is awaited.
-    ///
-    /// # Errors
-    /// [`Error::Spawn`] if the program cannot be started (nothing is left
-    /// running), [`Error::BackendUnavailable`] if a forced backend cannot be
-    /// used, [`Error::Cgroup`] if the cgroup cannot be prepared.
-    pub async fn spawn(self) -> Result<Child, Error> {
-        crate::supervise::spawn(self)
-    }
-
-    /// Spawns and waits for the whole call.
-    ///
-    /// # Errors
-    /// As [`Command::spawn`] and [`Child::wait`].
-    pub async fn run(self) -> Result<Finished, Error> {
-        self.spawn().await?.wait().await
     }
 }

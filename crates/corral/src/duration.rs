@@ -153,6 +153,14 @@ fn component(number: &str, unit_nanos: u128) -> Result<u128, DurationError> {
     Ok(scaled / scale + u128::from(inexact))
 }
 
+/// Serialises a duration as fractional seconds.
+pub(crate) fn secs<S: serde::Serializer>(
+    duration: &Duration,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.serialize_f64(duration.as_secs_f64())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

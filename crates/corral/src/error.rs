@@ -1,6 +1,6 @@
 use std::{io, path::PathBuf};
 
-use crate::contain::Backend;
+use crate::backend::Backend;
 
 /// Why spawning the command failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

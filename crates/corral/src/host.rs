@@ -3,7 +3,7 @@
 
 use std::io;
 
-use crate::{Signal, sys};
+use crate::{signal::Signal, sys};
 
 /// Whether `signal` is ignored by this process right now (as `nohup` leaves
 /// `SIGHUP`, or a shell leaves `SIGINT` for background jobs). A supervisor

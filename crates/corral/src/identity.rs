@@ -8,7 +8,31 @@
 
 use std::{fs, io};
 
-use crate::{ProcessInfo, Signal, sys};
+use serde::{Deserialize, Serialize};
+
+use crate::{signal::Signal, sys};
+
+/// A process, named by identity: pid plus start time (clock ticks after boot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Identity {
+    /// Process id.
+    pub pid: i32,
+    /// Start time, `/proc/PID/stat` field 22.
+    pub start_time: u64,
+}
+
+/// A process, as corral identifies it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProcessInfo {
+    /// Process id.
+    pub pid: i32,
+    /// Start time in clock ticks after boot (`/proc/PID/stat` field 22):
+    /// together with the pid, who the process is.
+    pub start_time: u64,
+    /// Its command line (arguments joined by spaces), or `[name]` if it has
+    /// none.
+    pub command: String,
+}
 
 /// The fields of `/proc/PID/stat` that corral uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,9 +215,61 @@ pub(crate) fn signal_if(
     }
 }
 
+/// Every process whose parent chain leads to one of `roots` (roots included).
+pub(crate) fn descendants(table: &[Stat], roots: &[i32]) -> Vec<Stat> {
+    let mut members: Vec<Stat> = Vec::new();
+    let mut frontier: Vec<i32> = roots.to_vec();
+    let mut seen: std::collections::HashSet<i32> = roots.iter().copied().collect();
+    for stat in table.iter().filter(|s| roots.contains(&s.pid)) {
+        members.push(stat.clone());
+    }
+    while let Some(parent) = frontier.pop() {
+        for child in table.iter().filter(|s| s.ppid == parent) {
+            if seen.insert(child.pid) {
+                members.push(child.clone());
+                frontier.push(child.pid);
+            }
+        }
+    }
+    members
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A made-up `/proc` entry, for rules tested on made-up tables.
+    pub(crate) fn stat(pid: i32, ppid: i32, pgid: i32, start_time: u64) -> Stat {
+        Stat {
+            pid,
+            comm: format!("p{pid}"),
+            state: 'S',
+            ppid,
+            pgid,
+            sid: pgid,
+            start_time,
+        }
+    }
+
+    #[test]
+    fn descendants_follow_parent_links_and_ignore_cycles() {
+        let table = vec![
+            stat(1, 0, 1, 1),
+            stat(10, 1, 10, 5),
+            stat(11, 10, 10, 6),
+            stat(12, 11, 12, 7),
+            stat(20, 1, 20, 8),
+            // A cycle cannot happen in a live table, but a torn snapshot must not loop.
+            stat(30, 31, 30, 9),
+            stat(31, 30, 30, 9),
+        ];
+        let mut pids: Vec<i32> = descendants(&table, &[10]).iter().map(|s| s.pid).collect();
+        pids.sort_unstable();
+        assert_eq!(pids, vec![10, 11, 12]);
+        let mut cycle: Vec<i32> = descendants(&table, &[30]).iter().map(|s| s.pid).collect();
+        cycle.sort_unstable();
+        assert_eq!(cycle, vec![30, 31]);
+    }
 
     const SAMPLE: &str = "1234 (a) b (c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 1000 100 18446744073709551615";
 

@@ -12,7 +12,10 @@ use std::{
     path::Path,
 };
 
-use crate::{Command, Error, Input, Output, SpawnFailure, contain::Prepared, sys};
+use crate::{
+    command::Command, command::Input, command::Output, contain::Prepared, error::Error,
+    error::SpawnFailure, sys,
+};
 
 /// A leader that runs: our unreaped child, with its pidfd and our ends of
 /// its pipes.

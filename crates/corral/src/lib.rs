@@ -32,43 +32,57 @@
 //! ([`Outcome::effects_unknown`]), and corral never retries anything by itself.
 //!
 //! # Layout
-//! - [`command`]: what to run, as plain data.
-//! - [`contain`]: the three containment backends and their probe.
+//! Shared words at the bottom, each in a file named after it; every module
+//! imports only from modules below it (`scripts/check-layers` checks it).
+//! - [`signal`], [`duration`], `exit`, [`backend`], `error`: the vocabulary.
+//! - `sys`: the only module with syscalls and `unsafe`, one implementation
+//!   per platform.
+//! - [`identity`]: who a process is (pid with start time), the `/proc` walk
+//!   and the process tree.
 //! - [`terminate`]: the termination [`Policy`] and its pure state machine.
-//! - [`identity`]: who a process is (pid with start time), read from `/proc`.
 //! - [`capture`]: stdout/stderr kept across a kill.
 //! - [`outcome`]: what a call returns, with its cleanup report.
-//! - `supervise`: the driver that ties them together.
-//! - `sys`: the only module with syscalls and `unsafe`.
+//! - [`command`]: what to run, as plain data.
+//! - [`contain`]: the three containment backends, the registry of a host's
+//!   live trees.
+//! - [`ledger`] and [`watchdog`] (under `owner/`): nothing outlives its owner.
+//! - [`capabilities()`]: what this machine offers.
+//! - `launch`: starting the leader; `supervise`: the driver that ties them
+//!   together; [`Child`] (`child.rs`): the caller's handle.
+//! - [`host`]: settings of a process dedicated to supervision.
 
 #![cfg(target_os = "linux")]
 
+pub mod backend;
+mod capabilities;
 pub mod capture;
+mod child;
 pub mod command;
 pub mod contain;
 pub mod duration;
 mod error;
+mod exit;
 mod fault;
 pub mod host;
 pub mod identity;
 mod launch;
-pub mod ledger;
 pub mod outcome;
 mod owner;
-mod signal;
+pub mod signal;
 mod supervise;
 mod sys;
 pub mod terminate;
-pub mod watchdog;
 
+pub use owner::{ledger, watchdog};
+
+pub use backend::{Backend, BackendChoice};
+pub use capabilities::{BackendStatus, Capabilities, capabilities};
 pub use capture::{Captured, OutputTap};
+pub use child::{Child, ChildOutput, ChildStdin};
 pub use command::{Command, DEFAULT_CAPTURE_LIMIT, Input, Leftovers, Output};
-pub use contain::{
-    Backend, BackendChoice, BackendStatus, Capabilities, capabilities, claim_subreaper,
-};
+pub use contain::claim_subreaper;
 pub use error::{Error, SpawnFailure};
 pub use outcome::{CleanupReport, Exit, Finished, Outcome, ProcessInfo, SignalSent, Trigger};
 pub use owner::disable_startup_sweep;
 pub use signal::{ParseSignalError, Signal};
-pub use supervise::{Child, ChildOutput, ChildStdin};
 pub use terminate::Policy;

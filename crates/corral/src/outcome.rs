@@ -3,9 +3,10 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
-use crate::{Backend, Captured, Signal};
+use crate::{backend::Backend, capture::Captured, signal::Signal};
+pub use crate::{exit::Exit, identity::ProcessInfo};
 
 /// How the call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -24,7 +25,7 @@ pub enum Outcome {
     },
     /// The time limit passed; the tree was terminated.
     TimedOut,
-    /// The call was cancelled (token, [`Child::terminate`](crate::Child::terminate)
+    /// The call was cancelled (token, [`Child::terminate`](crate::child::Child::terminate)
     /// or drop); the tree was terminated.
     Cancelled,
 }
@@ -39,16 +40,6 @@ impl Outcome {
     }
 }
 
-/// How the leader process itself ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Exit {
-    /// It exited with this code.
-    Code(i32),
-    /// It died of this signal.
-    Signal(Signal),
-}
-
 /// What started the cleanup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -58,30 +49,17 @@ pub enum Trigger {
     LeaderExited,
     /// The time limit passed.
     TimedOut,
-    /// The cancellation token fired or [`Child::terminate`](crate::Child::terminate) was called.
+    /// The cancellation token fired or [`Child::terminate`](crate::child::Child::terminate) was called.
     Cancelled,
-    /// The [`Child`](crate::Child) handle was dropped.
+    /// The [`Child`](crate::child::Child) handle was dropped.
     Dropped,
-}
-
-/// A process, as corral identifies it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ProcessInfo {
-    /// Process id.
-    pub pid: i32,
-    /// Start time in clock ticks after boot (`/proc/PID/stat` field 22):
-    /// together with the pid, who the process is.
-    pub start_time: u64,
-    /// Its command line (arguments joined by spaces), or `[name]` if it has
-    /// none.
-    pub command: String,
 }
 
 /// One signal sent during the cleanup.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SignalSent {
     /// Time after the spawn.
-    #[serde(serialize_with = "secs")]
+    #[serde(serialize_with = "crate::duration::secs")]
     pub at: Duration,
     /// The signal.
     pub signal: Signal,
@@ -110,7 +88,7 @@ pub struct CleanupReport {
     /// of a delegated subtree) and still ran at the end: each was sent
     /// `SIGKILL` by identity. Empty with the other backends.
     pub left_cgroup: Vec<ProcessInfo>,
-    /// Processes deliberately left running ([`Leftovers::Release`](crate::Leftovers::Release)).
+    /// Processes deliberately left running ([`Leftovers::Release`](crate::command::Leftovers::Release)).
     pub released: Vec<ProcessInfo>,
     /// The cgroup used, if any.
     pub cgroup: Option<PathBuf>,
@@ -118,10 +96,10 @@ pub struct CleanupReport {
     /// survivors).
     pub cgroup_left: bool,
     /// From the spawn to the trigger.
-    #[serde(serialize_with = "secs")]
+    #[serde(serialize_with = "crate::duration::secs")]
     pub run_time: Duration,
     /// From the trigger until the tree was empty (or the final bound passed).
-    #[serde(serialize_with = "secs")]
+    #[serde(serialize_with = "crate::duration::secs")]
     pub cleanup_time: Duration,
     /// Anything worth knowing that is not an error (a fallback taken, a
     /// signal that found the process already gone).
@@ -137,15 +115,10 @@ pub struct Finished {
     /// How the leader itself ended, if it could be reaped (after a timeout it
     /// usually died of corral's signal).
     pub leader: Option<Exit>,
-    /// Captured standard output (empty unless [`Output::Capture`](crate::Output::Capture)).
+    /// Captured standard output (empty unless [`Output::Capture`](crate::command::Output::Capture)).
     pub stdout: Captured,
-    /// Captured standard error (empty unless [`Output::Capture`](crate::Output::Capture)).
+    /// Captured standard error (empty unless [`Output::Capture`](crate::command::Output::Capture)).
     pub stderr: Captured,
     /// What the cleanup did.
     pub report: CleanupReport,
-}
-
-/// Serialises a duration as fractional seconds.
-pub(crate) fn secs<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_f64(duration.as_secs_f64())
 }

@@ -8,7 +8,6 @@
 
 use std::{
     os::fd::{AsFd, OwnedFd},
-    path::PathBuf,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -20,12 +19,22 @@ use tokio::{net::unix::pipe, sync::oneshot, time::Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    Backend, CleanupReport, Command, Error, Exit, Finished, Leftovers, Outcome, Output, SignalSent,
-    Trigger,
-    capture::{Captured, OutputTap, Reader},
+    backend::Backend,
+    capture::{Captured, Reader},
+    child::{Child, ChildOutput},
+    command::Command,
+    command::Leftovers,
+    command::Output,
     contain::{self, Leader, Tree},
+    error::Error,
+    exit::Exit,
     identity,
     launch::{self, Launched},
+    outcome::CleanupReport,
+    outcome::Finished,
+    outcome::Outcome,
+    outcome::SignalSent,
+    outcome::Trigger,
     owner::{self, Registration},
     sys,
     terminate::{Escalation, Step, deadline_after},
@@ -36,104 +45,24 @@ use crate::{
 const REFRESH_FIRST: Duration = Duration::from_millis(100);
 const REFRESH_EVERY: Duration = Duration::from_millis(250);
 
-/// The writing end of the command's standard input ([`Input::Piped`](crate::Input::Piped)).
-pub type ChildStdin = pipe::Sender;
-/// The reading end of a command's output stream ([`Output::Piped`]).
-pub type ChildOutput = pipe::Receiver;
-
-/// A running tree. Supervised by a tokio task from the spawn on.
-///
-/// # Drop and cancellation
-/// Dropping the handle (or the future of [`Child::wait`]) starts the cleanup
-/// at once, with the command's [`Policy`](crate::Policy): the supervising task
-/// keeps running it to the end. `Drop` itself only flips a flag and cancels a
-/// token; it never blocks or spawns. If the runtime shuts down mid-cleanup,
-/// the supervisor's own `Drop` kills the tree synchronously with `SIGKILL`.
-#[derive(Debug)]
-pub struct Child {
-    pid: i32,
-    backend: Backend,
-    cgroup: Option<PathBuf>,
-    stdin: Option<ChildStdin>,
-    stdout: Option<ChildOutput>,
-    stderr: Option<ChildOutput>,
-    stdout_tap: Option<OutputTap>,
-    stderr_tap: Option<OutputTap>,
-    stop: CancellationToken,
-    dropped: Arc<AtomicBool>,
-    result: Option<oneshot::Receiver<Finished>>,
-}
-
-impl Child {
-    /// A live view of captured standard output ([`Output::Capture`]): what was
-    /// produced so far, while the command runs. The full capture still comes
-    /// in [`Finished::stdout`].
-    pub fn stdout_tap(&self) -> Option<OutputTap> {
-        self.stdout_tap.clone()
-    }
-
-    /// A live view of captured standard error ([`Output::Capture`]).
-    pub fn stderr_tap(&self) -> Option<OutputTap> {
-        self.stderr_tap.clone()
-    }
-
-    /// The leader's process id.
-    pub fn id(&self) -> i32 {
-        self.pid
-    }
-
-    /// The containment backend in use.
-    pub fn backend(&self) -> Backend {
-        self.backend
-    }
-
-    /// The leaf cgroup, with the cgroup backend.
-    pub fn cgroup(&self) -> Option<&std::path::Path> {
-        self.cgroup.as_deref()
-    }
-
-    /// The writer of standard input, once, with [`Input::Piped`](crate::Input::Piped).
-    pub fn take_stdin(&mut self) -> Option<ChildStdin> {
-        self.stdin.take()
-    }
-
-    /// The reader of standard output, once, with [`Output::Piped`].
-    pub fn take_stdout(&mut self) -> Option<ChildOutput> {
-        self.stdout.take()
-    }
-
-    /// The reader of standard error, once, with [`Output::Piped`].
-    pub fn take_stderr(&mut self) -> Option<ChildOutput> {
-        self.stderr.take()
-    }
-
-    /// Starts terminating the tree now; [`Child::wait`] then returns
-    /// [`Outcome::Cancelled`].
-    pub fn terminate(&self) {
-        self.stop.cancel();
-    }
-
-    /// Waits for the call to end, cleanup included.
-    ///
-    /// # Cancel safety
-    /// Not cancel safe: dropping this future drops the `Child`, which
-    /// terminates the tree (see the type's documentation).
+impl Command {
+    /// Starts the command as an owned tree. The tree is supervised by a tokio
+    /// task from now on, whether or not the [`Child`] is awaited.
     ///
     /// # Errors
-    /// [`Error::SupervisorLost`] if the supervising task ended without a
-    /// result (the runtime is shutting down).
-    pub async fn wait(mut self) -> Result<Finished, Error> {
-        let receiver = self.result.take().ok_or(Error::SupervisorLost)?;
-        receiver.await.map_err(|_| Error::SupervisorLost)
+    /// [`Error::Spawn`] if the program cannot be started (nothing is left
+    /// running), [`Error::BackendUnavailable`] if a forced backend cannot be
+    /// used, [`Error::Cgroup`] if the cgroup cannot be prepared.
+    pub async fn spawn(self) -> Result<Child, Error> {
+        spawn(self)
     }
-}
 
-impl Drop for Child {
-    fn drop(&mut self) {
-        if self.result.is_some() {
-            self.dropped.store(true, Ordering::SeqCst);
-            self.stop.cancel();
-        }
+    /// Spawns and waits for the whole call.
+    ///
+    /// # Errors
+    /// As [`Command::spawn`] and [`Child::wait`].
+    pub async fn run(self) -> Result<Finished, Error> {
+        self.spawn().await?.wait().await
     }
 }
 
@@ -440,7 +369,7 @@ impl Supervision {
             });
             match escalation.next(Instant::now(), empty) {
                 Step::Signal(signal) => self.send(signal, report),
-                Step::Kill => self.send(crate::Signal::KILL, report),
+                Step::Kill => self.send(crate::signal::Signal::KILL, report),
                 Step::WaitUntil(deadline) => {
                     if let Err(error) = self.tree.wait_empty(deadline, escalation.killing()).await {
                         report
@@ -493,7 +422,7 @@ impl Supervision {
         }
         report.signals.push(SignalSent {
             at,
-            signal: crate::Signal::KILL,
+            signal: crate::signal::Signal::KILL,
             delivered: Some(departed.killed.len()),
         });
         report.escalated = true;
@@ -507,7 +436,7 @@ impl Supervision {
         report.survivors.extend(departed.surviving);
     }
 
-    fn send(&mut self, signal: crate::Signal, report: &mut CleanupReport) {
+    fn send(&mut self, signal: crate::signal::Signal, report: &mut CleanupReport) {
         let at = self.started.elapsed();
         match self.tree.signal(signal) {
             Ok(delivered) => {

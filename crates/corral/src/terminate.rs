@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::Signal;
+use crate::signal::Signal;
 
 /// How a tree is terminated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -21,11 +21,11 @@ pub struct Policy {
     pub signal: Signal,
     /// How long members get to exit after [`Policy::signal`] before `SIGKILL`
     /// (default 5 s). Zero sends `SIGKILL` at once.
-    #[serde(serialize_with = "crate::outcome::secs")]
+    #[serde(serialize_with = "crate::duration::secs")]
     pub grace: Duration,
     /// How long to wait after `SIGKILL` before returning anyway and reporting
     /// survivors, e.g. a process stuck in the kernel (default 1 s).
-    #[serde(serialize_with = "crate::outcome::secs")]
+    #[serde(serialize_with = "crate::duration::secs")]
     pub final_bound: Duration,
 }
 

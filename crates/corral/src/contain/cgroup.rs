@@ -21,7 +21,7 @@
 //! read while the tree runs, so a process that left before the first signal
 //! and whose parent is gone too is not known, nor is an orphan
 //! of a departed member (re-parented, so unlinked). Run the command as
-//! another user ([`Command::user`](crate::Command::user)) and it cannot leave
+//! another user ([`Command::user`](crate::command::Command::user)) and it cannot leave
 //! at all.
 
 use std::{
@@ -35,7 +35,7 @@ use std::{
 
 use tokio::{io::unix::AsyncFd, time::Instant};
 
-use crate::{Error, ProcessInfo, Signal, identity, sys};
+use crate::{error::Error, identity, identity::ProcessInfo, signal::Signal, sys};
 
 /// Finds the cgroup v2 mount point in `/proc/self/mountinfo` text.
 pub(crate) fn find_v2_mount(mountinfo: &str) -> Option<PathBuf> {
@@ -453,7 +453,7 @@ impl CgroupTree {
             })
             .map(|&(pid, _)| pid)
             .collect();
-        let departed: Vec<(i32, u64)> = super::scan::descendants(&table, &roots)
+        let departed: Vec<(i32, u64)> = crate::identity::descendants(&table, &roots)
             .into_iter()
             .filter(|stat| !roots.contains(&stat.pid) && stat.is_running())
             .filter(|stat| !self.holds(stat.pid))
@@ -504,7 +504,7 @@ impl CgroupTree {
             .map(|&(pid, _)| pid)
             .collect();
         let mut targets: Vec<(i32, u64)> = departed;
-        for stat in super::scan::descendants(&table, &roots) {
+        for stat in crate::identity::descendants(&table, &roots) {
             if !targets.iter().any(|&(pid, _)| pid == stat.pid) {
                 targets.push((stat.pid, stat.start_time));
             }

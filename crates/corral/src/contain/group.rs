@@ -15,8 +15,9 @@
 
 use std::io;
 
-use super::{Leader, registry::Others, scan::descendants};
-use crate::{Signal, identity::Stat, sys};
+use super::{Leader, registry::Others};
+use crate::identity::descendants;
+use crate::{identity::Stat, signal::Signal, sys};
 
 /// Membership for a process-group tree.
 #[derive(Debug)]
@@ -56,7 +57,7 @@ impl Rule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contain::scan::tests::stat;
+    use crate::identity::tests::stat;
 
     #[test]
     fn group_members_and_connected_escapees() {
@@ -97,7 +98,7 @@ mod tests {
         let _ = child.wait();
         assert_eq!(
             first,
-            Some(vec![crate::ledger::Identity { pid, start_time }]),
+            Some(vec![crate::identity::Identity { pid, start_time }]),
             "the first scan finds the leader"
         );
         assert_eq!(second, None, "nothing new, nothing reported");

@@ -27,89 +27,18 @@ mod scan;
 mod subreaper;
 
 pub(crate) use cgroup::{Departed, mount as cgroup_mount, remove_below, subtree_pids};
-pub(crate) use registry::{Live, released, spawning};
-pub(crate) use scan::descendants;
+pub(crate) use registry::{Live, exempt, released, spawning, unexempt};
 
 use std::{
-    fmt,
     os::fd::{AsFd, OwnedFd},
     path::{Path, PathBuf},
     sync::atomic::{AtomicBool, Ordering},
 };
 
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::{Error, ProcessInfo, Signal, sys};
-
-/// A containment backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Backend {
-    /// cgroup v2 leaf per invocation.
-    Cgroup,
-    /// `PR_SET_CHILD_SUBREAPER` and a `/proc` walk.
-    Subreaper,
-    /// A process group plus connected descendants.
-    Group,
-}
-
-impl Backend {
-    /// Every backend, in probe order.
-    pub const ALL: [Backend; 3] = [Backend::Cgroup, Backend::Subreaper, Backend::Group];
-
-    /// The backend's name as the command line spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Cgroup => "cgroup",
-            Backend::Subreaper => "subreaper",
-            Backend::Group => "group",
-        }
-    }
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Which backend to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum BackendChoice {
-    /// The first available in probe order (cgroup, subreaper if this process
-    /// claimed it, group).
-    #[default]
-    Auto,
-    /// Exactly this one, or an error saying why not.
-    Only(Backend),
-}
-
-/// Whether one backend can be used here, and why not.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BackendStatus {
-    /// The backend.
-    pub backend: Backend,
-    /// Whether it can be used by this process now.
-    pub available: bool,
-    /// Where it would live, or why it is unavailable and what would fix it.
-    pub detail: String,
-}
-
-/// What this machine and process offer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Capabilities {
-    /// Every backend, in probe order.
-    pub backends: Vec<BackendStatus>,
-    /// What [`BackendChoice::Auto`] picks now.
-    pub auto: Backend,
-    /// Whether the kernel has pidfds (signals by identity, not by number).
-    pub pidfd: bool,
-    /// Where leaf cgroups are created, when the cgroup backend is available.
-    pub cgroup_parent: Option<PathBuf>,
-    /// The owner-death guard: the watchdog executable, or why there is none.
-    pub watchdog: String,
-}
+pub use crate::backend::{Backend, BackendChoice};
+use crate::{error::Error, identity::ProcessInfo, signal::Signal, sys};
 
 static SUBREAPER_CLAIMED: AtomicBool = AtomicBool::new(false);
 
@@ -131,54 +60,19 @@ pub fn claim_subreaper() {
     SUBREAPER_CLAIMED.store(true, Ordering::SeqCst);
 }
 
-/// Probes every backend.
-pub fn capabilities() -> Capabilities {
-    let backends: Vec<BackendStatus> = Backend::ALL.iter().map(|&b| status(b)).collect();
-    let auto = backends
-        .iter()
-        .find(|s| s.available)
-        .map_or(Backend::Group, |s| s.backend);
-    let pidfd = sys::pidfd_open(sys::getpid()).is_ok();
-    Capabilities {
-        backends,
-        auto,
-        pidfd,
-        cgroup_parent: cgroup::probe().ok(),
-        watchdog: match crate::watchdog::executable() {
-            Ok(path) => format!("on: {}", path.display()),
-            Err(reason) => format!("off: {reason}"),
-        },
-    }
+/// Whether [`claim_subreaper`] was called.
+pub(crate) fn subreaper_claimed() -> bool {
+    SUBREAPER_CLAIMED.load(Ordering::SeqCst)
 }
 
-fn status(backend: Backend) -> BackendStatus {
-    let (available, detail) = match backend {
-        Backend::Cgroup => match cgroup::probe() {
-            Ok(parent) => (true, format!("leaf cgroups under {}", parent.display())),
-            Err(reason) => (false, reason),
-        },
-        Backend::Subreaper => match subreaper::probe() {
-            Ok(()) if SUBREAPER_CLAIMED.load(Ordering::SeqCst) => {
-                (true, "this process is dedicated to supervision".to_owned())
-            }
-            Ok(()) => (
-                false,
-                "usable only by a process dedicated to supervision: call \
-                 corral::claim_subreaper() (the corral command does), or force it"
-                    .to_owned(),
-            ),
-            Err(reason) => (false, reason),
-        },
-        Backend::Group => (
-            true,
-            "portable minimum; setsid and double-fork escapes are not contained".to_owned(),
-        ),
-    };
-    BackendStatus {
-        backend,
-        available,
-        detail,
-    }
+/// Whether leaf cgroups can be made here: where, or why not.
+pub(crate) fn probe_cgroup() -> Result<PathBuf, String> {
+    cgroup::probe()
+}
+
+/// Whether the subreaper backend can work here at all.
+pub(crate) fn probe_subreaper() -> Result<(), String> {
+    subreaper::probe()
 }
 
 /// Containment made ready before the spawn.
@@ -331,7 +225,7 @@ impl Tree {
 
     /// Re-scans a tree found through `/proc`; returns the running members if
     /// they changed. `None` for a cgroup, which needs no scan.
-    pub(crate) fn refresh(&mut self) -> Option<Vec<crate::ledger::Identity>> {
+    pub(crate) fn refresh(&mut self) -> Option<Vec<crate::identity::Identity>> {
         match self {
             Tree::Cgroup(_) => None,
             Tree::Scanned(tree) => tree.refresh(),
@@ -426,7 +320,7 @@ impl Tree {
     }
 
     /// Lets the members go on running outside corral's ownership
-    /// ([`Leftovers::Release`](crate::Leftovers::Release)): a cgroup's members
+    /// ([`Leftovers::Release`](crate::command::Leftovers::Release)): a cgroup's members
     /// move to its parent and the leaf is removed. Returns false if the leaf
     /// could not be removed.
     pub(crate) fn release(&mut self) -> bool {
@@ -450,23 +344,5 @@ impl Tree {
                 true
             }
         }
-    }
-}
-
-impl std::str::FromStr for BackendChoice {
-    type Err = String;
-
-    /// Parses `auto`, `cgroup`, `subreaper` or `group`.
-    fn from_str(name: &str) -> Result<Self, Self::Err> {
-        if name == "auto" {
-            return Ok(BackendChoice::Auto);
-        }
-        Backend::ALL
-            .into_iter()
-            .find(|b| b.name() == name)
-            .map(BackendChoice::Only)
-            .ok_or_else(|| {
-                format!("unknown backend {name:?}: choose auto, cgroup, subreaper or group")
-            })
     }
 }

@@ -50,7 +50,7 @@ struct Table {
     pending: BTreeMap<u64, u64>,
     /// Bumped by every spawn announced and every tree entered.
     generation: u64,
-    /// Processes a tree let go ([`Leftovers::Release`](crate::Leftovers::Release)),
+    /// Processes a tree let go ([`Leftovers::Release`](crate::command::Leftovers::Release)),
     /// by identity: nobody's, so never adopted; forgotten once gone.
     released: BTreeSet<(i32, u64)>,
     trees: BTreeMap<u64, Entry>,
@@ -142,6 +142,35 @@ pub(crate) fn found(id: u64, members: impl IntoIterator<Item = (i32, u64)>) {
     if let Some(entry) = table().trees.get_mut(&id) {
         entry.members.extend(members);
     }
+}
+
+/// The host's own helper processes (the owner-death watchdog), by identity:
+/// children of the host that belong to no tree, so no subreaper tree adopts
+/// them. Handed in by the layer that starts them.
+static EXEMPT: Mutex<BTreeSet<(i32, u64)>> = Mutex::new(BTreeSet::new());
+
+/// Declares `process` a helper of the host, never a tree's member.
+pub(crate) fn exempt(process: (i32, u64)) {
+    EXEMPT
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(process);
+}
+
+/// Forgets a helper that is gone.
+pub(crate) fn unexempt(process: (i32, u64)) {
+    EXEMPT
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&process);
+}
+
+/// Whether `process` is one of the host's own helpers.
+pub(crate) fn is_exempt(process: (i32, u64)) -> bool {
+    EXEMPT
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .contains(&process)
 }
 
 /// Records processes a tree let go: no tree adopts them while they run.
@@ -290,7 +319,7 @@ pub(crate) fn cgroup_of(pid: i32) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contain::scan::tests::stat;
+    use crate::identity::tests::stat;
 
     fn made_up() -> Others {
         Others {

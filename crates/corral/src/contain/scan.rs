@@ -15,8 +15,9 @@ use super::{
     subreaper,
 };
 use crate::{
-    ProcessInfo, Signal,
+    identity::ProcessInfo,
     identity::{self, Delivery, Stat},
+    signal::Signal,
 };
 
 /// How often emptiness is re-checked while waiting: starts fast, backs off.
@@ -173,7 +174,7 @@ impl ScannedTree {
             .filter(|s| !self.rule.disowns(s, &others))
             .map(|s| s.pid)
             .collect();
-        for stat in descendants(&table, &still_known) {
+        for stat in identity::descendants(&table, &still_known) {
             if !members.iter().any(|m| m.pid == stat.pid) {
                 members.push(stat);
             }
@@ -189,7 +190,7 @@ impl ScannedTree {
 
     /// Scans; returns the running members if they changed since the last
     /// scan (members that exited are dropped, new ones added).
-    pub(crate) fn refresh(&mut self) -> Option<Vec<crate::ledger::Identity>> {
+    pub(crate) fn refresh(&mut self) -> Option<Vec<crate::identity::Identity>> {
         let before: Identities = self.last.iter().copied().collect();
         if let Err(error) = self.scan() {
             tracing::debug!(%error, "re-scan failed");
@@ -199,7 +200,7 @@ impl ScannedTree {
         changed.then(|| {
             self.last
                 .iter()
-                .map(|&(pid, start_time)| crate::ledger::Identity { pid, start_time })
+                .map(|&(pid, start_time)| crate::identity::Identity { pid, start_time })
                 .collect()
         })
     }
@@ -313,61 +314,5 @@ impl ScannedTree {
             let _ = self.rule.tidy(&table, &registry::others(self.live));
         }
         self.rule.close();
-    }
-}
-
-/// Every process whose parent chain leads to one of `roots` (roots included).
-pub(crate) fn descendants(table: &[Stat], roots: &[i32]) -> Vec<Stat> {
-    let mut members: Vec<Stat> = Vec::new();
-    let mut frontier: Vec<i32> = roots.to_vec();
-    let mut seen: std::collections::HashSet<i32> = roots.iter().copied().collect();
-    for stat in table.iter().filter(|s| roots.contains(&s.pid)) {
-        members.push(stat.clone());
-    }
-    while let Some(parent) = frontier.pop() {
-        for child in table.iter().filter(|s| s.ppid == parent) {
-            if seen.insert(child.pid) {
-                members.push(child.clone());
-                frontier.push(child.pid);
-            }
-        }
-    }
-    members
-}
-
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-
-    pub(crate) fn stat(pid: i32, ppid: i32, pgid: i32, start_time: u64) -> Stat {
-        Stat {
-            pid,
-            comm: format!("p{pid}"),
-            state: 'S',
-            ppid,
-            pgid,
-            sid: pgid,
-            start_time,
-        }
-    }
-
-    #[test]
-    fn descendants_follow_parent_links_and_ignore_cycles() {
-        let table = vec![
-            stat(1, 0, 1, 1),
-            stat(10, 1, 10, 5),
-            stat(11, 10, 10, 6),
-            stat(12, 11, 12, 7),
-            stat(20, 1, 20, 8),
-            // A cycle cannot happen in a live table, but a torn snapshot must not loop.
-            stat(30, 31, 30, 9),
-            stat(31, 30, 30, 9),
-        ];
-        let mut pids: Vec<i32> = descendants(&table, &[10]).iter().map(|s| s.pid).collect();
-        pids.sort_unstable();
-        assert_eq!(pids, vec![10, 11, 12]);
-        let mut cycle: Vec<i32> = descendants(&table, &[30]).iter().map(|s| s.pid).collect();
-        cycle.sort_unstable();
-        assert_eq!(cycle, vec![30, 31]);
     }
 }

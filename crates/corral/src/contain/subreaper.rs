@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::{
     Leader,
     registry::{CgroupOf, Others},
-    scan::descendants,
 };
 use crate::{
     identity::{self, Stat},
@@ -113,7 +112,7 @@ impl Rule {
             && s.pid != self.leader
             && s.start_time >= self.leader_start
             && !self.preexisting.contains(&(s.pid, s.start_time))
-            && !crate::watchdog::is_helper(s.pid, s.start_time)
+            && !super::registry::is_exempt((s.pid, s.start_time))
     }
 
     /// Whether this process is an orphan of the tree that re-parented to us:
@@ -159,7 +158,7 @@ impl Rule {
                 .filter(|s| self.is_adopted(s, others, cgroup_of))
                 .map(|s| s.pid),
         );
-        let mut members = descendants(table, &roots);
+        let mut members = identity::descendants(table, &roots);
         members.retain(|s| s.pid == self.leader || !others.claims(s));
         members
     }
@@ -200,7 +199,7 @@ impl Rule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contain::scan::tests::stat;
+    use crate::identity::tests::stat;
 
     fn rule(me: i32, leader: i32, leader_start: u64) -> Rule {
         Rule {
@@ -303,11 +302,11 @@ mod tests {
     #[test]
     fn a_spawn_in_progress_is_neither_signalled_nor_taken_for_gone() {
         use crate::{
-            Signal,
             contain::{
                 Backend, registry,
                 scan::{Rule as ScanRule, ScannedTree},
             },
+            signal::Signal,
         };
         let sleep = || {
             std::process::Command::new("sleep")

@@ -20,7 +20,7 @@ pub(crate) use clock::boot_ticks;
 pub(crate) use clone3::{Clone3Error, Exec, spawn_into_cgroup};
 pub(crate) use creds::Credentials;
 
-use crate::{Exit, Signal};
+use crate::{exit::Exit, signal::Signal};
 
 fn pid(raw: i32) -> io::Result<Pid> {
     Pid::from_raw(raw).ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))

@@ -134,14 +134,6 @@ pub fn helper_pid() -> Option<i32> {
     lock(&CLIENT).as_ref().map(|c| c.helper.0)
 }
 
-/// Whether this process is our watchdog (so it is never mistaken for a tree
-/// member adopted by a subreaper).
-pub(crate) fn is_helper(pid: i32, start_time: u64) -> bool {
-    lock(&CLIENT)
-        .as_ref()
-        .is_some_and(|c| c.helper == (pid, start_time))
-}
-
 /// Stops the watchdog after the owner's work is done (it would stop by itself
 /// when this process exits): closes the socket and reaps the helper.
 pub fn shutdown() {
@@ -153,11 +145,13 @@ pub fn shutdown() {
             stream,
             queue,
             pidfd,
+            helper,
             ..
         } = client;
         drop(queue);
         drop(stream);
         sys::reap_within(pidfd.as_fd(), std::time::Duration::from_secs(1));
+        crate::contain::unexempt(helper);
     }
 }
 
@@ -282,7 +276,7 @@ pub(crate) fn watch(record: &Record) -> Result<(), String> {
         *guard = Some(Client::start(Shared::default())?);
     }
     let client = guard.as_ref().ok_or("no watchdog")?;
-    if client.watch(record, crate::ledger::dir()).is_err() {
+    if client.watch(record, crate::owner::ledger::dir()).is_err() {
         // The helper died: the monitor restarts it, but do not wait for it.
         *guard = Some(Client::restart(guard.take())?);
     }
@@ -393,6 +387,9 @@ impl Client {
             .name("corral-watchdog-writer".to_owned())
             .spawn(move || writer.run())
             .map_err(|e| format!("cannot start the watchdog writer thread: {e}"))?;
+        // No subreaper tree of this process may take the helper for an
+        // orphan of its own.
+        crate::contain::exempt(helper);
         Ok(Self {
             stream,
             queue,
@@ -409,6 +406,7 @@ impl Client {
         let watched = match old {
             Some(old) => {
                 sys::reap_within(old.pidfd.as_fd(), std::time::Duration::from_secs(1));
+                crate::contain::unexempt(old.helper);
                 old.watched
             }
             None => Shared::default(),

@@ -15,10 +15,12 @@ use super::{
     store::Store,
 };
 use crate::{
-    Backend, ProcessInfo, Signal,
-    contain::{cgroup_mount, descendants, remove_below, subtree_pids},
+    backend::Backend,
+    contain::{cgroup_mount, remove_below, subtree_pids},
     error::Error,
-    identity::{self, Stat},
+    identity::ProcessInfo,
+    identity::{self, Stat, descendants},
+    signal::Signal,
     sys::{self, dirfd},
 };
 
@@ -256,7 +258,7 @@ pub(crate) fn members_of(record: &Record) -> Vec<Stat> {
     let Ok(table) = identity::all_processes() else {
         return Vec::new();
     };
-    let holds = |who: &crate::ledger::Identity| {
+    let holds = |who: &crate::identity::Identity| {
         table
             .iter()
             .any(|s| s.pid == who.pid && s.start_time == who.start_time)
@@ -520,7 +522,7 @@ mod tests {
         let mut other = spawn(0);
         let stat = |pid: u32| identity::read_stat(pid as i32).expect("stat");
         let mut record = local_record("group", Backend::Group);
-        record.leader = Some(crate::ledger::Identity {
+        record.leader = Some(crate::identity::Identity {
             pid: leader_pid,
             start_time: stat(leader.id()).start_time,
         });

@@ -14,8 +14,8 @@ use std::{
 
 use super::Message;
 use crate::{
-    Signal,
     ledger::{self, Identity, Record},
+    signal::Signal,
     sys,
 };
 

@@ -1,5 +1,11 @@
 //! Nothing outlives its owner: registering each tree with the crash ledger and
 //! the watchdog, and the start-up sweep of a crashed predecessor's trees.
+//!
+//! - [`ledger`]: crash records, and the sweep of those whose owner died.
+//! - [`watchdog`]: a helper process that ends the trees when the owner dies.
+
+pub mod ledger;
+pub mod watchdog;
 
 use std::{
     path::{Path, PathBuf},
@@ -11,12 +17,10 @@ use std::{
 };
 
 use crate::{
-    Backend, Command,
-    contain::Leader,
-    identity,
-    ledger::{self, Identity, Record},
-    sys, watchdog,
+    backend::Backend, command::Command, contain::Leader, identity, identity::Identity, sys,
 };
+
+use self::ledger::Record;
 
 static STARTUP_SWEEP_OFF: AtomicBool = AtomicBool::new(false);
 

@@ -4,19 +4,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::Backend;
+use crate::backend::Backend;
+pub use crate::identity::Identity;
 
 /// The record format's version; a reader skips any other.
 pub const VERSION: u32 = 1;
-
-/// A process, named by identity: pid plus start time (clock ticks after boot).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Identity {
-    /// Process id.
-    pub pid: i32,
-    /// Start time, `/proc/PID/stat` field 22.
-    pub start_time: u64,
-}
 
 /// A live tree, as the ledger keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

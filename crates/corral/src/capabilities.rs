@@ -1,0 +1,84 @@
+//! What this machine and process offer: each backend's availability with
+//! the reason, what `Auto` picks, pidfds, the owner-death guard.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::{backend::Backend, contain, owner::watchdog, sys};
+
+/// Whether one backend can be used here, and why not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BackendStatus {
+    /// The backend.
+    pub backend: Backend,
+    /// Whether it can be used by this process now.
+    pub available: bool,
+    /// Where it would live, or why it is unavailable and what would fix it.
+    pub detail: String,
+}
+
+/// What this machine and process offer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Capabilities {
+    /// Every backend, in probe order.
+    pub backends: Vec<BackendStatus>,
+    /// What [`BackendChoice::Auto`](crate::BackendChoice::Auto) picks now.
+    pub auto: Backend,
+    /// Whether the kernel has pidfds (signals by identity, not by number).
+    pub pidfd: bool,
+    /// Where leaf cgroups are created, when the cgroup backend is available.
+    pub cgroup_parent: Option<PathBuf>,
+    /// The owner-death guard: the watchdog executable, or why there is none.
+    pub watchdog: String,
+}
+
+/// Probes every backend.
+pub fn capabilities() -> Capabilities {
+    let backends: Vec<BackendStatus> = Backend::ALL.iter().map(|&b| status(b)).collect();
+    let auto = backends
+        .iter()
+        .find(|s| s.available)
+        .map_or(Backend::Group, |s| s.backend);
+    let pidfd = sys::pidfd_open(sys::getpid()).is_ok();
+    Capabilities {
+        backends,
+        auto,
+        pidfd,
+        cgroup_parent: contain::probe_cgroup().ok(),
+        watchdog: match watchdog::executable() {
+            Ok(path) => format!("on: {}", path.display()),
+            Err(reason) => format!("off: {reason}"),
+        },
+    }
+}
+
+fn status(backend: Backend) -> BackendStatus {
+    let (available, detail) = match backend {
+        Backend::Cgroup => match contain::probe_cgroup() {
+            Ok(parent) => (true, format!("leaf cgroups under {}", parent.display())),
+            Err(reason) => (false, reason),
+        },
+        Backend::Subreaper => match contain::probe_subreaper() {
+            Ok(()) if contain::subreaper_claimed() => {
+                (true, "this process is dedicated to supervision".to_owned())
+            }
+            Ok(()) => (
+                false,
+                "usable only by a process dedicated to supervision: call \
+                 corral::claim_subreaper() (the corral command does), or force it"
+                    .to_owned(),
+            ),
+            Err(reason) => (false, reason),
+        },
+        Backend::Group => (
+            true,
+            "portable minimum; setsid and double-fork escapes are not contained".to_owned(),
+        ),
+    };
+    BackendStatus {
+        backend,
+        available,
+        detail,
+    }
+}

@@ -1,0 +1,116 @@
+//! The handle of a running tree: what the caller holds between the spawn
+//! and the end of the call. The supervisor (`supervise.rs`) builds it.
+
+use std::{
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+};
+
+use tokio::{net::unix::pipe, sync::oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::{backend::Backend, capture::OutputTap, error::Error, outcome::Finished};
+
+/// The writing end of the command's standard input ([`Input::Piped`](crate::command::Input::Piped)).
+pub type ChildStdin = pipe::Sender;
+/// The reading end of a command's output stream ([`Output::Piped`](crate::Output::Piped)).
+pub type ChildOutput = pipe::Receiver;
+
+/// A running tree. Supervised by a tokio task from the spawn on.
+///
+/// # Drop and cancellation
+/// Dropping the handle (or the future of [`Child::wait`]) starts the cleanup
+/// at once, with the command's [`Policy`](crate::terminate::Policy): the supervising task
+/// keeps running it to the end. `Drop` itself only flips a flag and cancels a
+/// token; it never blocks or spawns. If the runtime shuts down mid-cleanup,
+/// the supervisor's own `Drop` kills the tree synchronously with `SIGKILL`.
+#[derive(Debug)]
+pub struct Child {
+    pub(crate) pid: i32,
+    pub(crate) backend: Backend,
+    pub(crate) cgroup: Option<PathBuf>,
+    pub(crate) stdin: Option<ChildStdin>,
+    pub(crate) stdout: Option<ChildOutput>,
+    pub(crate) stderr: Option<ChildOutput>,
+    pub(crate) stdout_tap: Option<OutputTap>,
+    pub(crate) stderr_tap: Option<OutputTap>,
+    pub(crate) stop: CancellationToken,
+    pub(crate) dropped: Arc<AtomicBool>,
+    pub(crate) result: Option<oneshot::Receiver<Finished>>,
+}
+
+impl Child {
+    /// A live view of captured standard output ([`Output::Capture`](crate::Output::Capture)): what was
+    /// produced so far, while the command runs. The full capture still comes
+    /// in [`Finished::stdout`].
+    pub fn stdout_tap(&self) -> Option<OutputTap> {
+        self.stdout_tap.clone()
+    }
+
+    /// A live view of captured standard error ([`Output::Capture`](crate::Output::Capture)).
+    pub fn stderr_tap(&self) -> Option<OutputTap> {
+        self.stderr_tap.clone()
+    }
+
+    /// The leader's process id.
+    pub fn id(&self) -> i32 {
+        self.pid
+    }
+
+    /// The containment backend in use.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The leaf cgroup, with the cgroup backend.
+    pub fn cgroup(&self) -> Option<&std::path::Path> {
+        self.cgroup.as_deref()
+    }
+
+    /// The writer of standard input, once, with [`Input::Piped`](crate::command::Input::Piped).
+    pub fn take_stdin(&mut self) -> Option<ChildStdin> {
+        self.stdin.take()
+    }
+
+    /// The reader of standard output, once, with [`Output::Piped`](crate::Output::Piped).
+    pub fn take_stdout(&mut self) -> Option<ChildOutput> {
+        self.stdout.take()
+    }
+
+    /// The reader of standard error, once, with [`Output::Piped`](crate::Output::Piped).
+    pub fn take_stderr(&mut self) -> Option<ChildOutput> {
+        self.stderr.take()
+    }
+
+    /// Starts terminating the tree now; [`Child::wait`] then returns
+    /// [`Outcome::Cancelled`](crate::Outcome::Cancelled).
+    pub fn terminate(&self) {
+        self.stop.cancel();
+    }
+
+    /// Waits for the call to end, cleanup included.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropping this future drops the `Child`, which
+    /// terminates the tree (see the type's documentation).
+    ///
+    /// # Errors
+    /// [`Error::SupervisorLost`] if the supervising task ended without a
+    /// result (the runtime is shutting down).
+    pub async fn wait(mut self) -> Result<Finished, Error> {
+        let receiver = self.result.take().ok_or(Error::SupervisorLost)?;
+        receiver.await.map_err(|_| Error::SupervisorLost)
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if self.result.is_some() {
+            self.dropped.store(true, Ordering::SeqCst);
+            self.stop.cancel();
+        }
+    }
+}

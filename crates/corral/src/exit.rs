@@ -1,0 +1,16 @@
+//! How the leader process itself ended: a shared word of the outcome and the
+//! system layer that reads it.
+
+use serde::Serialize;
+
+use crate::signal::Signal;
+
+/// How the leader process itself ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// It died of this signal.
+    Signal(Signal),
+}
