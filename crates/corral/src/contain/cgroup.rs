@@ -360,6 +360,24 @@ pub(crate) struct Departed {
 }
 
 impl CgroupTree {
+    /// A tree for an existing leaf (named by a record, and checked by the
+    /// caller), without a watch: emptiness is read, not awaited.
+    pub(crate) fn adopt(path: PathBuf) -> Self {
+        Self {
+            path,
+            watch: None,
+            removed: false,
+            seen: HashSet::new(),
+            signalled: false,
+        }
+    }
+
+    /// Gives up the leaf without touching it (dropping the tree then neither
+    /// kills nor removes anything).
+    pub(crate) fn forget(&mut self) {
+        self.removed = true;
+    }
+
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }

@@ -22,11 +22,13 @@
 
 mod cgroup;
 mod group;
+mod recorded;
 mod registry;
 mod scan;
 mod subreaper;
 
-pub(crate) use cgroup::{Departed, mount as cgroup_mount, remove_below, subtree_pids};
+pub(crate) use cgroup::Departed;
+pub(crate) use recorded::{Ended, Named, Rebuilt, is_corral_leaf, rebuild, running_members};
 pub(crate) use registry::{Live, exempt, released, spawning, unexempt};
 
 use std::{
@@ -330,6 +332,14 @@ impl Tree {
                 tree.close();
                 true
             }
+        }
+    }
+
+    /// Gives the tree up without touching it: dropping it then neither kills
+    /// nor removes anything (a tree rebuilt only to list its members).
+    pub(crate) fn forget(&mut self) {
+        if let Tree::Cgroup(tree) = self {
+            tree.forget();
         }
     }
 

@@ -10,7 +10,7 @@ use std::{collections::HashSet, io, time::Duration};
 use tokio::time::Instant;
 
 use super::{
-    group,
+    group, recorded,
     registry::{self, Others},
     subreaper,
 };
@@ -32,6 +32,8 @@ type Identities = HashSet<(i32, u64)>;
 pub(crate) enum Rule {
     Subreaper(subreaper::Rule),
     Group(group::Rule),
+    /// A tree rebuilt from its record, whose owner is gone.
+    Recorded(recorded::Rule),
 }
 
 impl Rule {
@@ -39,6 +41,7 @@ impl Rule {
         match self {
             Rule::Subreaper(rule) => rule.members(table, others, &registry::cgroup_of),
             Rule::Group(rule) => rule.members(table, others),
+            Rule::Recorded(rule) => rule.members(table),
         }
     }
 
@@ -49,6 +52,7 @@ impl Rule {
         match self {
             Rule::Subreaper(_) => others.claims(stat),
             Rule::Group(_) => others.is_leader(stat),
+            Rule::Recorded(_) => false,
         }
     }
 
@@ -56,7 +60,7 @@ impl Rule {
     /// process group); returns whether that part applied.
     fn signal_wholesale(&self, signal: Signal) -> io::Result<()> {
         match self {
-            Rule::Subreaper(_) => Ok(()),
+            Rule::Subreaper(_) | Rule::Recorded(_) => Ok(()),
             Rule::Group(rule) => rule.signal_group(signal),
         }
     }
@@ -69,7 +73,7 @@ impl Rule {
             Rule::Subreaper(rule) => {
                 stat.is_running() && rule.is_adopted(stat, others, &registry::cgroup_of)
             }
-            Rule::Group(_) => false,
+            Rule::Group(_) | Rule::Recorded(_) => false,
         }
     }
 
@@ -78,7 +82,7 @@ impl Rule {
     fn undecided(&self, table: &[Stat], others: &Others) -> usize {
         match self {
             Rule::Subreaper(rule) => rule.undecided(table, others, &registry::cgroup_of),
-            Rule::Group(_) => 0,
+            Rule::Group(_) | Rule::Recorded(_) => 0,
         }
     }
 
@@ -88,7 +92,7 @@ impl Rule {
     fn tidy(&self, table: &[Stat], others: &Others) -> usize {
         match self {
             Rule::Subreaper(rule) => rule.reap_adopted(table, others, &registry::cgroup_of),
-            Rule::Group(_) => 0,
+            Rule::Group(_) | Rule::Recorded(_) => 0,
         }
     }
 

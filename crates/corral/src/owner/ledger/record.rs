@@ -1,11 +1,11 @@
 //! One ledger record: versioned JSON, validated on the way in.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::Backend;
 pub use crate::identity::Identity;
+use crate::{backend::Backend, contain::is_corral_leaf};
 
 /// The record format's version; a reader skips any other.
 pub const VERSION: u32 = 1;
@@ -134,21 +134,6 @@ impl Record {
     }
 }
 
-/// Whether `path` is an absolute, normal path whose last component is one of
-/// corral's leaf names (`corral-...`), with no `..` anywhere: a record cannot
-/// steer `cgroup.kill` at any other cgroup.
-pub(crate) fn is_corral_leaf(path: &Path) -> bool {
-    use std::path::Component;
-    path.is_absolute()
-        && path
-            .components()
-            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
-        && path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("corral-") && !n.starts_with("corral-probe"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,13 +187,5 @@ mod tests {
         ] {
             assert!(Record::parse(garbage).is_err());
         }
-    }
-
-    #[test]
-    fn leaf_paths() {
-        assert!(is_corral_leaf(Path::new("/sys/fs/cgroup/corral-12-0")));
-        assert!(!is_corral_leaf(Path::new("/sys/fs/cgroup/corral-probe-12")));
-        assert!(!is_corral_leaf(Path::new("/sys/fs/cgroup")));
-        assert!(!is_corral_leaf(Path::new("/a/../corral-1")));
     }
 }

@@ -1,27 +1,21 @@
-//! Finding and ending the trees that ledger records name, by identity only.
+//! Which recorded trees to end: those whose owner is dead. How to end one is
+//! the containment layer's (`contain/recorded.rs`): the ledger hands it what
+//! the record names.
 
 use std::{
-    ffi::{OsStr, OsString},
     io,
-    os::fd::OwnedFd,
     path::Path,
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
 use serde::Serialize;
 
-use super::{
-    Record, Unreadable, boot_id, file_name, load, pid_ns, read_all, record::is_corral_leaf,
-    store::Store,
-};
+use super::{Record, Unreadable, boot_id, file_name, load, pid_ns, read_all, store::Store};
 use crate::{
-    backend::Backend,
-    contain::{cgroup_mount, remove_below, subtree_pids},
+    contain::{self, Ended, Named, Rebuilt},
     error::Error,
-    identity::ProcessInfo,
-    identity::{self, Stat, descendants},
-    signal::Signal,
-    sys::{self, dirfd},
+    identity::{self, ProcessInfo, Stat},
+    sys,
 };
 
 /// How long ending one recorded tree may take before it is reported as
@@ -127,209 +121,61 @@ fn owner_from(read: io::Result<Stat>, record: &Record) -> Owner {
     }
 }
 
-/// A recorded cgroup leaf that is still the cgroup the record was written
-/// for: a corral leaf inside the cgroup v2 mount, opened without following a
-/// symlink, on a cgroup v2 file system, whose inode is the recorded cgroup
-/// id.
-struct Leaf {
-    parent: OwnedFd,
-    name: OsString,
-    dir: OwnedFd,
-    /// Whether the id was recorded and matches. Without a recorded id (the
-    /// watchdog hears of a leaf before its `mkdir`) the leaf is only ever
-    /// removed, never read or killed.
-    verified: bool,
-}
-
-/// What became of a recorded leaf.
-enum LeafState {
-    Found(Leaf),
-    /// It is gone (or another cgroup has its name): nothing to act on.
-    Gone,
-    /// It cannot be judged from here (no cgroup v2 mount, no permission, a
-    /// lazily unmounted hierarchy): the record is kept, nothing is touched.
-    Unknown(String),
-}
-
-impl Leaf {
-    fn open(record: &Record) -> LeafState {
-        let Some(cgroup) = record.cgroup.as_ref() else {
-            return LeafState::Gone;
-        };
-        let Some(mount) = cgroup_mount() else {
-            return LeafState::Unknown("no cgroup v2 mount here".to_owned());
-        };
-        let (Some(parent_path), Some(name)) = (cgroup.parent(), cgroup.file_name()) else {
-            return LeafState::Gone;
-        };
-        if !is_corral_leaf(cgroup) || !cgroup.starts_with(mount) {
-            return LeafState::Gone;
-        }
-        let unknown = |error: io::Error| {
-            if error.kind() == io::ErrorKind::NotFound {
-                LeafState::Gone
-            } else {
-                LeafState::Unknown(format!("{}: {error}", cgroup.display()))
-            }
-        };
-        let parent = match dirfd::open_dir_at(None, parent_path.as_os_str()) {
-            Ok(parent) => parent,
-            Err(error) => return unknown(error),
-        };
-        let dir = match dirfd::open_dir_at(Some(&parent), name) {
-            Ok(dir) => dir,
-            Err(error) => return unknown(error),
-        };
-        match dirfd::is_cgroup2(&dir) {
-            Ok(true) => {}
-            Ok(false) => {
-                return LeafState::Unknown(format!(
-                    "{} is not on a cgroup v2 file system (unmounted?)",
-                    cgroup.display()
-                ));
-            }
-            Err(error) => return unknown(error),
-        }
-        let ino = match dirfd::meta(&dir) {
-            Ok(meta) => meta.ino,
-            Err(error) => return unknown(error),
-        };
-        let verified = match record.cgroup_id {
-            Some(id) if id == ino => true,
-            Some(id) => {
-                tracing::warn!(
-                    id = %record.id, cgroup = %cgroup.display(), recorded = id, found = ino,
-                    "a ledger record's cgroup is now another cgroup: left alone"
-                );
-                return LeafState::Gone;
-            }
-            None => false,
-        };
-        LeafState::Found(Self {
-            parent,
-            name: name.to_owned(),
-            dir,
-            verified,
-        })
-    }
-
-    /// The running processes of the leaf and of any cgroup below it.
-    fn members(&self) -> Vec<Stat> {
-        subtree_pids(&self.dir)
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|pid| identity::read_stat(pid).ok())
-            .filter(Stat::is_running)
-            .collect()
-    }
-
-    /// `cgroup.kill`: the leaf and every cgroup below it.
-    fn kill(&self) {
-        if let Ok(fd) = dirfd::open_for_write_at(&self.dir, OsStr::new("cgroup.kill")) {
-            let _ = dirfd::write_all(&fd, b"1");
-        }
-    }
-
-    /// Removes the cgroups below the leaf, then the leaf if it is still the
-    /// one opened (same inode). False if it is still there.
-    fn remove(&self) -> bool {
-        remove_below(&self.dir, 0);
-        let same = dirfd::open_dir_at(Some(&self.parent), &self.name)
-            .and_then(|again| Ok((dirfd::meta(&again)?.ino, dirfd::meta(&self.dir)?.ino)))
-            .is_ok_and(|(now, then)| now == then);
-        !same || dirfd::rmdir_at(&self.parent, &self.name).is_ok()
-    }
-}
-
-/// The running members of the recorded tree, found by identity only: the
-/// cgroup's members, or the leader (same pid and start time) and its
-/// descendants. Nothing else, so a pid now used by another process is never
-/// listed.
-pub(crate) fn members_of(record: &Record) -> Vec<Stat> {
+/// What the record names, for the containment layer to rebuild: nothing of
+/// a record from another boot or PID namespace is named at all.
+fn named(record: &Record) -> Option<Named<'_>> {
     if record.boot_id != boot_id() || (record.pid_ns.is_some() && record.pid_ns != pid_ns()) {
-        return Vec::new();
+        return None;
     }
-    if record.cgroup.is_some() {
-        return match Leaf::open(record) {
-            LeafState::Found(leaf) if leaf.verified => leaf.members(),
-            _ => Vec::new(),
-        };
-    }
-    let Ok(table) = identity::all_processes() else {
-        return Vec::new();
-    };
-    let holds = |who: &crate::identity::Identity| {
-        table
-            .iter()
-            .any(|s| s.pid == who.pid && s.start_time == who.start_time)
-    };
-    let leader_holds = record.leader.as_ref().is_some_and(holds);
-    let roots: Vec<i32> = record
-        .leader
-        .iter()
-        .chain(&record.members)
-        .filter(|who| holds(who))
-        .map(|who| who.pid)
-        .collect();
-    let mut found = descendants(&table, &roots);
-    if let (Backend::Group, true, Some(leader)) = (record.backend, leader_holds, record.leader) {
-        // The leader's identity still holds, so its group id is still ours.
-        for stat in table
-            .iter()
-            .filter(|s| s.pgid == leader.pid && s.start_time >= leader.start_time)
-        {
-            if !found.iter().any(|m| m.pid == stat.pid) {
-                found.push(stat.clone());
-            }
-        }
-    }
-    found.retain(Stat::is_running);
-    found
+    Some(Named {
+        backend: record.backend,
+        leader: record.leader,
+        members: &record.members,
+        cgroup: record
+            .cgroup
+            .as_deref()
+            .map(|path| (path, record.cgroup_id)),
+    })
 }
 
-/// Kills the recorded tree (`SIGKILL`, by identity or `cgroup.kill`), waits up
-/// to a second for it to empty, and removes the cgroup leaf. Used by the
-/// watchdog when the owner dies, and by [`sweep`].
+/// The running members of the recorded tree, found by identity only (see
+/// `contain/recorded.rs`); `Err` when its cgroup cannot be judged from here.
+fn members_of(record: &Record) -> Result<Vec<ProcessInfo>, String> {
+    named(record).map_or(Ok(Vec::new()), |named| contain::running_members(&named))
+}
+
+/// Kills the recorded tree with the same tree code a live supervision uses
+/// (`cgroup.kill`, or `SIGKILL` to each member by identity), waits up to a
+/// second for it to empty, and removes its cgroup leaf. Used by the watchdog
+/// when the owner dies, and by [`sweep`]. `Skipped` when the tree cannot be
+/// judged from here or its leaf cannot be removed: the record is kept.
 pub fn terminate(record: &Record) -> SweepAction {
-    let leaf = match Leaf::open(record) {
-        LeafState::Found(leaf) => Some(leaf),
-        LeafState::Gone => None,
-        LeafState::Unknown(reason) => {
-            tracing::warn!(id = %record.id, %reason, "a ledger record's cgroup cannot be judged: kept");
-            return SweepAction::Skipped;
-        }
-    };
-    let found = members_of(record);
-    if found.is_empty() && leaf.is_none() {
+    let Some(named) = named(record) else {
         return SweepAction::Dropped;
-    }
-    let described: Vec<ProcessInfo> = found.iter().map(identity::describe).collect();
-    let deadline = Instant::now() + BOUND;
-    loop {
-        let left = members_of(record);
-        if left.is_empty() || Instant::now() >= deadline {
-            break;
+    };
+    match contain::rebuild(&named) {
+        Rebuilt::Gone => SweepAction::Dropped,
+        Rebuilt::Unknown(reason) => {
+            tracing::warn!(id = %record.id, %reason, "a recorded tree cannot be judged: kept");
+            SweepAction::Skipped
         }
-        match &leaf {
-            Some(leaf) if leaf.verified => leaf.kill(),
-            Some(_) => break,
-            None => {
-                for stat in &left {
-                    let _ = identity::signal_verified(stat.pid, stat.start_time, Signal::KILL);
-                }
+        Rebuilt::Unverified(leaf) if leaf.remove_if_empty() => SweepAction::Dropped,
+        Rebuilt::Unverified(_) => SweepAction::Skipped,
+        Rebuilt::Tree(mut tree) => {
+            let Ended {
+                members,
+                survivors,
+                removed,
+            } = tree.end_now(BOUND);
+            if members.is_empty() && removed && named.cgroup.is_none() {
+                return SweepAction::Dropped;
             }
+            if survivors.is_empty() && !removed {
+                tracing::warn!(id = %record.id, "a recorded leaf could not be removed: kept");
+                return SweepAction::Skipped;
+            }
+            SweepAction::Killed { members, survivors }
         }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let removed = leaf.as_ref().is_none_or(Leaf::remove);
-    let survivors: Vec<ProcessInfo> = members_of(record).iter().map(identity::describe).collect();
-    if survivors.is_empty() && !removed {
-        tracing::warn!(id = %record.id, "a recorded leaf could not be removed: the record is kept");
-        return SweepAction::Skipped;
-    }
-    SweepAction::Killed {
-        members: described,
-        survivors,
     }
 }
 
@@ -357,18 +203,14 @@ pub fn sweep(dir: &Path, dry_run: bool, only: impl Fn(&Record) -> bool) -> Resul
         let action = match owner_state(&record) {
             Owner::Alive | Owner::OtherNamespace | Owner::Unknown => SweepAction::Skipped,
             Owner::OtherBoot => SweepAction::Dropped,
-            Owner::Dead if dry_run => {
-                let found: Vec<ProcessInfo> =
-                    members_of(&record).iter().map(identity::describe).collect();
-                if found.is_empty() {
-                    SweepAction::Dropped
-                } else {
-                    SweepAction::Killed {
-                        members: found,
-                        survivors: Vec::new(),
-                    }
-                }
-            }
+            Owner::Dead if dry_run => match members_of(&record) {
+                Ok(found) if found.is_empty() => SweepAction::Dropped,
+                Ok(found) => SweepAction::Killed {
+                    members: found,
+                    survivors: Vec::new(),
+                },
+                Err(_) => SweepAction::Skipped,
+            },
             Owner::Dead => terminate(&record),
         };
         let done = match &action {
@@ -406,7 +248,7 @@ pub fn list(dir: &Path) -> Result<(Vec<Entry>, Vec<Unreadable>), Error> {
         .map(|record| Entry {
             owner: owner_state(&record),
             age_secs: now.saturating_sub(record.created_at),
-            members: members_of(&record).iter().map(identity::describe).collect(),
+            members: members_of(&record).unwrap_or_default(),
             record,
         })
         .collect();
@@ -418,6 +260,7 @@ mod tests {
     use std::fs;
 
     use super::*;
+    use crate::backend::Backend;
 
     /// A record of this boot and PID namespace.
     fn local_record(id: &str, backend: Backend) -> Record {
@@ -450,7 +293,7 @@ mod tests {
         let _ = fs::remove_dir_all(fake.parent().expect("parent"));
         listed.expect("cgroup.procs written");
         assert!(
-            members.is_empty(),
+            members.as_ref().is_ok_and(Vec::is_empty),
             "a fake leaf's listing was believed: {members:?}"
         );
     }
@@ -527,7 +370,11 @@ mod tests {
             start_time: stat(leader.id()).start_time,
         });
         let (member_pid, other_pid) = (member.id() as i32, other.id() as i32);
-        let mut found: Vec<i32> = members_of(&record).iter().map(|s| s.pid).collect();
+        let mut found: Vec<i32> = members_of(&record)
+            .unwrap_or_default()
+            .iter()
+            .map(|s| s.pid)
+            .collect();
         for child in [&mut leader, &mut member, &mut other] {
             let _ = child.kill();
             let _ = child.wait();

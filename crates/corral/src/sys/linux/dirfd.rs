@@ -78,12 +78,6 @@ pub(crate) fn open_file_at(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
     Ok(rustix::fs::openat(dir, name, flags, Mode::empty())?)
 }
 
-/// Opens `name` in `dir` for writing without following a symlink.
-pub(crate) fn open_for_write_at(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
-    let flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NOCTTY | OFlags::CLOEXEC;
-    Ok(rustix::fs::openat(dir, name, flags, Mode::empty())?)
-}
-
 /// Creates `name` in `dir` (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode `mode`):
 /// fails if anything, a planted symlink included, already has the name.
 pub(crate) fn create_exclusive_at(dir: &OwnedFd, name: &OsStr, mode: u32) -> io::Result<OwnedFd> {
