@@ -6,6 +6,8 @@
 //! so neither its pid nor its process group id can be reused while corral may
 //! still signal them.
 
+mod drive;
+
 use std::{
     os::fd::{AsFd, OwnedFd},
     sync::{
@@ -37,7 +39,7 @@ use crate::{
     outcome::Trigger,
     owner::{self, Registration},
     sys,
-    terminate::{Escalation, Step, deadline_after},
+    terminate::deadline_after,
 };
 
 /// When a tree found by scanning `/proc` is first re-scanned while it runs,
@@ -359,53 +361,7 @@ impl Supervision {
 
     /// Applies the policy until the tree is empty or the final bound passes.
     async fn terminate(&mut self, report: &mut CleanupReport) {
-        let mut escalation = Escalation::new(self.command.policy);
-        loop {
-            let empty = self.tree.is_empty().unwrap_or_else(|error| {
-                report
-                    .notes
-                    .push(format!("checking the tree failed: {error}"));
-                false
-            });
-            match escalation.next(Instant::now(), empty) {
-                Step::Signal(signal) => self.send(signal, report),
-                Step::Kill => self.send(crate::signal::Signal::KILL, report),
-                Step::WaitUntil(deadline) => {
-                    if let Err(error) = self.tree.wait_empty(deadline, escalation.killing()).await {
-                        report
-                            .notes
-                            .push(format!("waiting for the tree failed: {error}"));
-                        tokio::time::sleep_until(deadline).await;
-                    }
-                }
-                Step::Done => break,
-                Step::GiveUp => {
-                    report.survivors = self.tree.members();
-                    if self.tree.members_exiting() {
-                        report.notes.push(
-                            "members kept forking and exiting until the final bound, faster \
-                             than a /proc walk can name them: one may have escaped unnamed \
-                             (the cgroup backend holds such processes)"
-                                .to_owned(),
-                        );
-                    }
-                    let undecided = self.tree.undecided();
-                    if undecided > 0 {
-                        report.notes.push(format!(
-                            "{undecided} process(es) started while another spawn of this \
-                             process was in progress, and could not be told from its leader: \
-                             left alone"
-                        ));
-                    }
-                    tracing::warn!(
-                        survivors = report.survivors.len(),
-                        "final bound passed with survivors"
-                    );
-                    break;
-                }
-            }
-        }
-        report.escalated = escalation.escalated();
+        drive::terminate(&mut self.tree, self.command.policy, self.started, report).await;
     }
 
     /// Ends the members that moved themselves out of the leaf cgroup, and
@@ -434,23 +390,6 @@ impl Supervision {
         ));
         report.left_cgroup = departed.killed;
         report.survivors.extend(departed.surviving);
-    }
-
-    fn send(&mut self, signal: crate::signal::Signal, report: &mut CleanupReport) {
-        let at = self.started.elapsed();
-        match self.tree.signal(signal) {
-            Ok(delivered) => {
-                tracing::debug!(%signal, ?delivered, "signal sent");
-                report.signals.push(SignalSent {
-                    at,
-                    signal,
-                    delivered,
-                });
-            }
-            Err(error) => report
-                .notes
-                .push(format!("sending {signal} failed: {error}")),
-        }
     }
 
     /// Reaps the leader if it has exited, returning how it ended.

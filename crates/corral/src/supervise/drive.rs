@@ -1,0 +1,331 @@
+//! The termination loop: the pure [`Escalation`] driven against a tree, as
+//! [`terminate`] does for every call. The tree is reached through a small
+//! trait, [`Members`], so the loop is unit-tested against a fake tree with
+//! paused time (as tokio tests its reaper against a `Kill` trait), and the
+//! backends are tested with real processes.
+
+use std::io;
+
+use tokio::time::Instant;
+
+use crate::{
+    contain::Tree,
+    identity::ProcessInfo,
+    outcome::{CleanupReport, SignalSent},
+    signal::Signal,
+    terminate::{Escalation, Policy, Step},
+};
+
+/// What the termination loop needs from a tree.
+pub(crate) trait Members {
+    /// Whether no member is running.
+    fn is_empty(&mut self) -> io::Result<bool>;
+    /// Sends `signal` to every member: how many, or `None` where the kernel
+    /// reaches them without naming them.
+    fn signal(&mut self, signal: Signal) -> io::Result<Option<usize>>;
+    /// Waits until the tree is empty (true) or `deadline` passes (false);
+    /// with `kill_late`, members that appear meanwhile are killed on sight.
+    async fn wait_empty(&mut self, deadline: Instant, kill_late: bool) -> io::Result<bool>;
+    /// The running members, for the report.
+    fn members(&mut self) -> Vec<ProcessInfo>;
+    /// Whether members were seen exiting that no scan could name.
+    fn members_exiting(&self) -> bool;
+    /// Processes that may be members but could not be told yet.
+    fn undecided(&self) -> usize;
+}
+
+impl Members for Tree {
+    fn is_empty(&mut self) -> io::Result<bool> {
+        Tree::is_empty(self)
+    }
+
+    fn signal(&mut self, signal: Signal) -> io::Result<Option<usize>> {
+        Tree::signal(self, signal)
+    }
+
+    async fn wait_empty(&mut self, deadline: Instant, kill_late: bool) -> io::Result<bool> {
+        Tree::wait_empty(self, deadline, kill_late).await
+    }
+
+    fn members(&mut self) -> Vec<ProcessInfo> {
+        Tree::members(self)
+    }
+
+    fn members_exiting(&self) -> bool {
+        Tree::members_exiting(self)
+    }
+
+    fn undecided(&self) -> usize {
+        Tree::undecided(self)
+    }
+}
+
+/// Applies `policy` to `tree` until it is empty or the final bound passes,
+/// recording every signal (with its time since `started`), whether it
+/// escalated, survivors and notes in `report`.
+pub(crate) async fn terminate(
+    tree: &mut impl Members,
+    policy: Policy,
+    started: Instant,
+    report: &mut CleanupReport,
+) {
+    let mut escalation = Escalation::new(policy);
+    loop {
+        let empty = tree.is_empty().unwrap_or_else(|error| {
+            report
+                .notes
+                .push(format!("checking the tree failed: {error}"));
+            false
+        });
+        match escalation.next(Instant::now(), empty) {
+            Step::Signal(signal) => send(tree, signal, started, report),
+            Step::Kill => send(tree, Signal::KILL, started, report),
+            Step::WaitUntil(deadline) => {
+                if let Err(error) = tree.wait_empty(deadline, escalation.killing()).await {
+                    report
+                        .notes
+                        .push(format!("waiting for the tree failed: {error}"));
+                    tokio::time::sleep_until(deadline).await;
+                }
+            }
+            Step::Done => break,
+            Step::GiveUp => {
+                give_up(tree, report);
+                break;
+            }
+        }
+    }
+    report.escalated = escalation.escalated();
+}
+
+fn send(tree: &mut impl Members, signal: Signal, started: Instant, report: &mut CleanupReport) {
+    let at = started.elapsed();
+    match tree.signal(signal) {
+        Ok(delivered) => {
+            tracing::debug!(%signal, ?delivered, "signal sent");
+            report.signals.push(SignalSent {
+                at,
+                signal,
+                delivered,
+            });
+        }
+        Err(error) => report
+            .notes
+            .push(format!("sending {signal} failed: {error}")),
+    }
+}
+
+/// The final bound passed: name the survivors, and say what could not be
+/// named.
+fn give_up(tree: &mut impl Members, report: &mut CleanupReport) {
+    report.survivors = tree.members();
+    if tree.members_exiting() {
+        report.notes.push(
+            "members kept forking and exiting until the final bound, faster than a /proc \
+             walk can name them: one may have escaped unnamed (the cgroup backend holds such \
+             processes)"
+                .to_owned(),
+        );
+    }
+    let undecided = tree.undecided();
+    if undecided > 0 {
+        report.notes.push(format!(
+            "{undecided} process(es) started while another spawn of this process was in \
+             progress, and could not be told from its leader: left alone"
+        ));
+    }
+    tracing::warn!(
+        survivors = report.survivors.len(),
+        "final bound passed with survivors"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{backend::Backend, outcome::Trigger};
+
+    /// A made-up tree: which signal ends it (if any), after how long.
+    struct Fake {
+        dies_of: Option<Signal>,
+        /// When the fatal signal arrived.
+        dying_since: Option<Instant>,
+        takes: Duration,
+        sent: Vec<Signal>,
+        fail_checks: bool,
+    }
+
+    impl Fake {
+        fn new(dies_of: Option<Signal>, takes: Duration) -> Self {
+            Self {
+                dies_of,
+                dying_since: None,
+                takes,
+                sent: Vec::new(),
+                fail_checks: false,
+            }
+        }
+
+        fn gone(&self) -> bool {
+            self.dying_since
+                .is_some_and(|since| Instant::now() >= since + self.takes)
+        }
+    }
+
+    impl Members for Fake {
+        fn is_empty(&mut self) -> io::Result<bool> {
+            if self.fail_checks {
+                return Err(io::Error::other("no /proc"));
+            }
+            Ok(self.gone())
+        }
+
+        fn signal(&mut self, signal: Signal) -> io::Result<Option<usize>> {
+            self.sent.push(signal);
+            let fatal = self
+                .dies_of
+                .is_some_and(|s| s == signal || signal == Signal::KILL);
+            if fatal && self.dying_since.is_none() {
+                self.dying_since = Some(Instant::now());
+            }
+            Ok(Some(1))
+        }
+
+        async fn wait_empty(&mut self, deadline: Instant, _kill_late: bool) -> io::Result<bool> {
+            loop {
+                if self.gone() {
+                    return Ok(true);
+                }
+                if Instant::now() >= deadline {
+                    return Ok(false);
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+
+        fn members(&mut self) -> Vec<ProcessInfo> {
+            if self.gone() {
+                return Vec::new();
+            }
+            vec![ProcessInfo {
+                pid: 42,
+                start_time: 7,
+                command: "fake".to_owned(),
+            }]
+        }
+
+        fn members_exiting(&self) -> bool {
+            false
+        }
+
+        fn undecided(&self) -> usize {
+            0
+        }
+    }
+
+    fn report() -> CleanupReport {
+        CleanupReport {
+            backend: Backend::Group,
+            trigger: Trigger::TimedOut,
+            signals: Vec::new(),
+            escalated: false,
+            survivors: Vec::new(),
+            left_cgroup: Vec::new(),
+            released: Vec::new(),
+            cgroup: None,
+            cgroup_left: false,
+            run_time: Duration::ZERO,
+            cleanup_time: Duration::ZERO,
+            notes: Vec::new(),
+        }
+    }
+
+    const POLICY: Policy = Policy {
+        signal: Signal::TERM,
+        grace: Duration::from_secs(5),
+        final_bound: Duration::from_secs(2),
+    };
+
+    async fn run(tree: &mut Fake) -> (CleanupReport, Duration) {
+        let started = Instant::now();
+        let mut report = report();
+        terminate(tree, POLICY, started, &mut report).await;
+        (report, started.elapsed())
+    }
+
+    fn signals(report: &CleanupReport) -> Vec<(Signal, Duration)> {
+        report.signals.iter().map(|s| (s.signal, s.at)).collect()
+    }
+
+    /// A tree that obeys the signal gets that signal only and is done when
+    /// it empties: no `SIGKILL`, no survivors.
+    #[tokio::test(start_paused = true)]
+    async fn a_tree_that_obeys_gets_only_the_signal() {
+        let mut tree = Fake::new(Some(Signal::TERM), Duration::from_millis(300));
+        let (report, took) = run(&mut tree).await;
+        assert_eq!(signals(&report), vec![(Signal::TERM, Duration::ZERO)]);
+        assert!(!report.escalated);
+        assert!(report.survivors.is_empty());
+        assert!(
+            took >= Duration::from_millis(300) && took < POLICY.grace,
+            "{took:?}"
+        );
+    }
+
+    /// A tree that ignores the signal gets `SIGKILL` when the grace ends.
+    #[tokio::test(start_paused = true)]
+    async fn a_tree_that_ignores_the_signal_is_killed_after_the_grace() {
+        let mut tree = Fake::new(None, Duration::ZERO);
+        tree.dies_of = Some(Signal::KILL);
+        let (report, _) = run(&mut tree).await;
+        assert_eq!(
+            signals(&report),
+            vec![(Signal::TERM, Duration::ZERO), (Signal::KILL, POLICY.grace)]
+        );
+        assert!(report.escalated);
+        assert!(report.survivors.is_empty());
+    }
+
+    /// A tree nothing ends is given up at grace + final bound, with its
+    /// members named as survivors.
+    #[tokio::test(start_paused = true)]
+    async fn an_unkillable_tree_is_given_up_with_survivors_named() {
+        let mut tree = Fake::new(None, Duration::ZERO);
+        let (report, took) = run(&mut tree).await;
+        assert_eq!(took, POLICY.grace + POLICY.final_bound);
+        let pids: Vec<i32> = report.survivors.iter().map(|p| p.pid).collect();
+        assert_eq!(pids, vec![42]);
+        assert!(report.escalated);
+    }
+
+    /// An empty tree is signalled nothing.
+    #[tokio::test(start_paused = true)]
+    async fn an_empty_tree_is_signalled_nothing() {
+        let mut tree = Fake::new(Some(Signal::TERM), Duration::ZERO);
+        tree.dying_since = Some(Instant::now());
+        let (report, took) = run(&mut tree).await;
+        assert!(report.signals.is_empty(), "{:?}", report.signals);
+        assert_eq!(took, Duration::ZERO);
+    }
+
+    /// A tree that cannot be checked is still signalled, escalated and
+    /// given up on time, and the failure is noted.
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_check_is_noted_and_the_bound_still_holds() {
+        let mut tree = Fake::new(None, Duration::ZERO);
+        tree.fail_checks = true;
+        let (report, took) = run(&mut tree).await;
+        assert_eq!(took, POLICY.grace + POLICY.final_bound);
+        assert!(
+            report
+                .notes
+                .iter()
+                .any(|n| n.contains("checking the tree failed")),
+            "{:?}",
+            report.notes
+        );
+        assert_eq!(tree.sent, vec![Signal::TERM, Signal::KILL]);
+    }
+}
