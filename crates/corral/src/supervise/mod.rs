@@ -108,61 +108,26 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
         stderr: stderr_fd,
         ..
     } = launched;
-    let leader = match open_leader(pid, pidfd) {
-        Ok(leader) => leader,
-        Err((error, pidfd)) => {
-            sys::kill_and_reap(pidfd.as_fd());
-            return Err(error);
-        }
-    };
-    let mut tree = match prepared.start(&leader, &live) {
-        Ok(tree) => tree,
-        Err(error) => {
-            sys::kill_and_reap(leader.pidfd.get_ref().as_fd());
-            return Err(error);
-        }
-    };
+    // From here on, any error undoes the spawn: the guard kills the tree and
+    // the leader, and reaps the leader.
+    let mut undo = Undo::arm(&pidfd)?;
+    let leader = open_leader(pid, pidfd)?;
+    undo.tree = Some(prepared.start(&leader, &live)?);
     registration.spawned(&leader);
-    let cgroup = tree.cgroup_path();
-    tracing::debug!(pid, %backend, program = %command.program(), "spawned");
-
     let limit = command.capture_limit;
-    let reader_for = |stream: Option<OwnedFd>,
-                      mode: Output|
-     -> Result<(Option<Reader>, Option<ChildOutput>), Error> {
-        let Some(fd) = stream else {
-            return Ok((None, None));
-        };
-        let receiver = pipe::Receiver::from_owned_fd(fd).map_err(|source| Error::Os {
-            what: "registering an output pipe",
-            source,
-        })?;
-        Ok(match mode {
-            Output::Capture => (Some(Reader::start(receiver, limit)), None),
-            _ => (None, Some(receiver)),
-        })
-    };
-    let streams = (|| {
-        let (stdout_reader, stdout) = reader_for(stdout_fd, command.stdout)?;
-        let (stderr_reader, stderr) = reader_for(stderr_fd, command.stderr)?;
-        let stdin = match stdin_fd {
-            Some(fd) => Some(pipe::Sender::from_owned_fd(fd).map_err(|source| Error::Os {
+    let (stdout_reader, stdout) = reader_for(stdout_fd, command.stdout, limit)?;
+    let (stderr_reader, stderr) = reader_for(stderr_fd, command.stderr, limit)?;
+    let stdin = stdin_fd
+        .map(|fd| {
+            pipe::Sender::from_owned_fd(fd).map_err(|source| Error::Os {
                 what: "registering the input pipe",
                 source,
-            })?),
-            None => None,
-        };
-        Ok::<_, Error>((stdout_reader, stdout, stderr_reader, stderr, stdin))
-    })();
-    let (stdout_reader, stdout, stderr_reader, stderr, stdin) = match streams {
-        Ok(streams) => streams,
-        Err(error) => {
-            tree.kill_now();
-            sys::kill_and_reap(leader.pidfd.get_ref().as_fd());
-            tree.close();
-            return Err(error);
-        }
-    };
+            })
+        })
+        .transpose()?;
+    let tree = undo.disarm();
+    let cgroup = tree.cgroup_path();
+    tracing::debug!(pid, %backend, program = %command.program(), "spawned");
     let stdout_tap = stdout_reader.as_ref().map(Reader::tap);
     let stderr_tap = stderr_reader.as_ref().map(Reader::tap);
 
@@ -202,27 +167,92 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
     })
 }
 
-/// Wraps the leader's pidfd for async waiting and reads its start time; on
-/// failure hands the pidfd back so the caller can kill and reap the leader.
-fn open_leader(pid: i32, pidfd: OwnedFd) -> Result<Leader, (Error, OwnedFd)> {
-    let start_time = match identity::read_stat(pid) {
-        Ok(stat) => stat.start_time,
-        Err(source) => {
-            let what = "reading the leader's /proc entry";
-            return Err((Error::Os { what, source }, pidfd));
-        }
-    };
-    match sys::async_fd_or_back(pidfd) {
-        Ok(pidfd) => Ok(Leader {
-            pid,
-            start_time,
-            pidfd,
-        }),
-        Err((source, pidfd)) => {
-            let what = "registering the leader's pidfd";
-            Err((Error::Os { what, source }, pidfd))
+/// Undoes a half-done spawn when dropped armed: kills the tree (if it was
+/// started) and the leader, and reaps the leader. Holds its own pidfd of the
+/// leader, so the leader stays ours whatever the spawn did with the other.
+struct Undo {
+    pidfd: Option<OwnedFd>,
+    tree: Option<Tree>,
+}
+
+impl Undo {
+    fn arm(pidfd: &OwnedFd) -> Result<Self, Error> {
+        match pidfd.try_clone() {
+            Ok(own) => Ok(Self {
+                pidfd: Some(own),
+                tree: None,
+            }),
+            Err(source) => {
+                sys::kill_and_reap(pidfd.as_fd());
+                Err(Error::Os {
+                    what: "duplicating the leader's pidfd",
+                    source,
+                })
+            }
         }
     }
+
+    /// The spawn is complete: the tree, for its supervisor.
+    fn disarm(mut self) -> Tree {
+        self.pidfd = None;
+        self.tree
+            .take()
+            .expect("the tree was started before the spawn completed")
+    }
+}
+
+impl Drop for Undo {
+    fn drop(&mut self) {
+        let Some(pidfd) = self.pidfd.take() else {
+            return;
+        };
+        if let Some(tree) = &mut self.tree {
+            tree.kill_now();
+        }
+        sys::kill_and_reap(pidfd.as_fd());
+        if let Some(tree) = &mut self.tree {
+            tree.close();
+        }
+    }
+}
+
+/// An output stream as the command asked for it: captured by a reader, or
+/// handed to the caller as a pipe.
+fn reader_for(
+    stream: Option<OwnedFd>,
+    mode: Output,
+    limit: usize,
+) -> Result<(Option<Reader>, Option<ChildOutput>), Error> {
+    let Some(fd) = stream else {
+        return Ok((None, None));
+    };
+    let receiver = pipe::Receiver::from_owned_fd(fd).map_err(|source| Error::Os {
+        what: "registering an output pipe",
+        source,
+    })?;
+    Ok(match mode {
+        Output::Capture => (Some(Reader::start(receiver, limit)), None),
+        _ => (None, Some(receiver)),
+    })
+}
+
+/// Wraps the leader's pidfd for async waiting and reads its start time.
+fn open_leader(pid: i32, pidfd: OwnedFd) -> Result<Leader, Error> {
+    let start_time = identity::read_stat(pid)
+        .map_err(|source| Error::Os {
+            what: "reading the leader's /proc entry",
+            source,
+        })?
+        .start_time;
+    let pidfd = sys::async_fd_or_back(pidfd).map_err(|(source, _)| Error::Os {
+        what: "registering the leader's pidfd",
+        source,
+    })?;
+    Ok(Leader {
+        pid,
+        start_time,
+        pidfd,
+    })
 }
 
 /// The state of one supervised tree, owned by its task.
