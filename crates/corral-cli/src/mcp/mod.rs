@@ -84,3 +84,29 @@ fn status_of(error: &corral_mcp::Error) -> Status {
         _ => Status::Failed,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relay_errors_map_to_their_rows() {
+        let spawn = |failure| {
+            corral_mcp::Error::Spawn(corral::Error::Spawn {
+                program: "x".into(),
+                failure,
+                source: std::io::ErrorKind::NotFound.into(),
+            })
+        };
+        assert_eq!(
+            status_of(&spawn(corral::SpawnFailure::NotFound)).code(),
+            127
+        );
+        assert_eq!(
+            status_of(&spawn(corral::SpawnFailure::NotExecutable)).code(),
+            126
+        );
+        assert_eq!(status_of(&spawn(corral::SpawnFailure::Other)).code(), 125);
+        assert_eq!(status_of(&corral_mcp::Error::NoCommand).code(), 125);
+    }
+}
