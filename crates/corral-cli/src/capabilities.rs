@@ -4,7 +4,7 @@ use std::io::Write;
 
 use anyhow::Context;
 
-use crate::exit::Status;
+use crate::kit::exit::Status;
 
 /// Prints the probe of every backend to standard output, as a table or as
 /// JSON (the library's `Capabilities`, serialised).

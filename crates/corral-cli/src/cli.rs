@@ -4,9 +4,9 @@ use std::{ffi::OsString, path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use corral::duration;
+use corral::{BackendChoice, duration};
 
-use crate::exit;
+use crate::kit::{exit, sink::ReportArgs};
 
 const LONG_VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
@@ -80,7 +80,7 @@ pub enum Command {
 pub enum McpCommand {
     /// Relay an MCP client (stdin/stdout) to a stdio MCP server run as an
     /// owned process tree, and end all of that tree when either side goes.
-    Wrap(corral_mcp::cli::WrapArgs),
+    Wrap(WrapArgs),
 }
 
 /// Options of `corral ps` and `corral reap`.
@@ -141,13 +141,9 @@ pub struct RunArgs {
     #[arg(short, long, value_name = "USER[:GROUP]")]
     pub user: Option<String>,
 
-    /// Write a JSON report of the run to FILE (see docs/report.md).
-    #[arg(long, value_name = "FILE", conflicts_with = "report_fd")]
-    pub report: Option<PathBuf>,
-
-    /// Write the JSON report to this open file descriptor instead.
-    #[arg(long, value_name = "N")]
-    pub report_fd: Option<u32>,
+    // --report, --report-fd (the same for every supervising subcommand).
+    #[command(flatten)]
+    pub report: ReportArgs,
 
     /// The command and its arguments, after `--`.
     #[arg(
@@ -157,6 +153,49 @@ pub struct RunArgs {
         num_args = 1..,
         allow_hyphen_values = true
     )]
+    pub command: Vec<OsString>,
+}
+
+/// `corral mcp wrap`: relay an MCP client (stdin/stdout) to a stdio MCP
+/// server run as an owned process tree, and end all of that tree when either
+/// side goes.
+#[derive(Debug, Args)]
+#[command(after_help = exit::WRAP.help())]
+pub struct WrapArgs {
+    /// After the server's stdin is closed, how long it may take to exit by
+    /// itself before its tree gets SIGTERM.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "2s")]
+    pub close_grace: Duration,
+
+    /// From SIGTERM to SIGKILL.
+    #[arg(short, long, value_name = "DURATION", value_parser = duration::parse, default_value = "2s")]
+    pub kill_after: Duration,
+
+    /// After SIGKILL, wait at most this long, then exit and report survivors.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "1s")]
+    pub final_bound: Duration,
+
+    /// Drop frames longer than this many bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = corral_mcp::frame::DEFAULT_MAX_FRAME_BYTES,
+          value_parser = clap::value_parser!(usize))]
+    pub max_frame_bytes: usize,
+
+    /// How to contain the tree: auto (cgroup, then subreaper, then group),
+    /// cgroup, subreaper or group.
+    #[arg(long, value_name = "BACKEND", default_value = "auto", value_parser = clap::value_parser!(BackendChoice))]
+    pub backend: BackendChoice,
+
+    // --report, --report-fd (the same for every supervising subcommand).
+    #[command(flatten)]
+    pub report: ReportArgs,
+
+    /// Log lifecycle events to stderr (RUST_LOG overrides the filter).
+    #[arg(short, long)]
+    pub verbose: bool,
+
+    /// The server command and its arguments, after `--`.
+    #[arg(last = true, required = true, num_args = 1.., value_name = "SERVER_COMMAND",
+          allow_hyphen_values = true)]
     pub command: Vec<OsString>,
 }
 
@@ -254,7 +293,7 @@ fn run_after_help() -> String {
            corral run -t 10s -- make test\n  \
            corral run -t 1m30s -k 500ms --report run.json -- ./job.sh\n  \
            nohup corral run -t 2h -- ./backup.sh &",
-        exit::help()
+        exit::RUN.help()
     )
 }
 

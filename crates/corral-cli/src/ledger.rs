@@ -5,7 +5,7 @@ use std::io::Write;
 use anyhow::Context;
 use corral::ledger::{self, Owner, SweepAction, Unreadable};
 
-use crate::{cli::LedgerArgs, exit::Status, text::printable};
+use crate::{cli::LedgerArgs, kit::exit::Status, text::printable};
 
 fn dir(args: &LedgerArgs) -> std::path::PathBuf {
     args.ledger.clone().unwrap_or_else(ledger::dir)

@@ -174,6 +174,35 @@ fn command_cannot_write_into_the_report_fd() {
     );
 }
 
+/// A report file is replaced by a rename, never written in place: a reader
+/// never sees half a report (the same writer as `corral mcp wrap`'s).
+#[test]
+fn report_file_is_replaced_atomically() {
+    use std::os::unix::fs::MetadataExt;
+    let path = temp("atomic");
+    std::fs::write(&path, "old").expect("an earlier file");
+    let before = std::fs::metadata(&path).expect("metadata").ino();
+    let status = corral()
+        .args(["run", "--report"])
+        .arg(&path)
+        .args(["--", "true"])
+        .status()
+        .expect("run corral");
+    assert_eq!(status.code(), Some(0));
+    let after = std::fs::metadata(&path).expect("metadata").ino();
+    let report = read_json(&path);
+    assert_eq!(report["exit_status"], 0);
+    assert_ne!(before, after, "written in place, not renamed over");
+    let temp = format!("{}.tmp-", path.display());
+    let dir = path.parent().expect("a directory");
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .filter_map(Result::ok)
+        .filter(|entry| entry.path().display().to_string().starts_with(&temp))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
 #[test]
 fn unwritable_report_fails_before_the_command_runs() {
     let marker = temp("must-not-exist");

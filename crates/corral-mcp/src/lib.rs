@@ -13,13 +13,18 @@
 //! JSON-RPC envelope, so `initialize` (`2025-11-25`) and `server/discover`
 //! (`2026-07-28`) pass alike.
 //!
+//! This crate is the library; `corral mcp wrap` (crate `corral-cli`) is its
+//! command line, which turns the [`WrapExit`] into an exit status and a JSON
+//! report.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), corral_mcp::Error> {
-//! let mut options = corral_mcp::WrapOptions::new(["npx", "-y", "@modelcontextprotocol/server-everything"]);
-//! options.handle_signals = true;
-//! options.parent = Some(corral::host::parent_pid());
-//! let exit = corral_mcp::wrap(options).await?;
-//! std::process::exit(exit.status.code().into());
+//! let options = corral_mcp::WrapOptions::new(["npx", "-y", "@modelcontextprotocol/server-everything"]);
+//! // The signals that shut the server down (none here).
+//! let signals = corral::host::SignalWatch::default();
+//! let exit = corral_mcp::wrap(options, signals).await?;
+//! println!("ended by {:?}, survivors: {:?}", exit.ending, exit.finished.report.survivors);
+//! # Ok(())
 //! # }
 //! ```
 //!
@@ -30,43 +35,26 @@
 //! - [`inflight`]: requests waiting for their response.
 //! - [`relay`]: the two pumps and their counters; [`notelimit`]: the rate
 //!   limit on their notes.
-//! - `wrap`: the server process, the relay's end, the shutdown.
-//! - [`exit`](ExitStatus): exit statuses; `report`: the JSON report;
-//!   `signals`, `stdio`: the relay process's own signals and streams.
+//! - `wrap`: the server process, the relay's end, the shutdown; `stdio`:
+//!   the relay process's own standard streams.
+//! - [`ending`](Ending): what ended the relay and what it did ([`WrapExit`]),
+//!   plain data at the bottom of the crate.
 
 #![cfg(target_os = "linux")]
 
-#[cfg(feature = "cli")]
-pub mod cli;
+mod ending;
 mod error;
-mod exit;
 pub mod frame;
 pub mod inflight;
 pub mod message;
 pub mod notelimit;
 mod options;
 pub mod relay;
-mod report;
-mod signals;
 mod stdio;
 mod wrap;
 
+pub use ending::{Durations, Ending, Leader, WrapExit, unanswered_message};
 pub use error::Error;
-pub use exit::{Ending, ExitStatus, TABLE as EXIT_TABLE};
 pub use options::{DEFAULT_CLOSE_GRACE, DEFAULT_FINAL_BOUND, DEFAULT_KILL_AFTER, WrapOptions};
 pub use relay::{DirectionStats, RelayStats};
-pub use report::{Durations, Leader, REPORT_VERSION, Report};
-pub use signals::HANDLED as HANDLED_SIGNALS;
-pub use wrap::{WrapExit, wrap, wrap_with};
-
-/// An error with its sources, joined by `: `.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
+pub use wrap::{wrap, wrap_with};

@@ -1,6 +1,6 @@
 //! What `wrap` is asked to do, as plain data.
 
-use std::{ffi::OsString, path::PathBuf, time::Duration};
+use std::{ffi::OsString, time::Duration};
 
 use corral::BackendChoice;
 
@@ -32,21 +32,11 @@ pub struct WrapOptions {
     pub max_frame_bytes: usize,
     /// How to contain the server's tree.
     pub backend: BackendChoice,
-    /// Where to write the JSON report, if anywhere.
-    pub report: Option<PathBuf>,
-    /// Handle `SIGINT`, `SIGTERM` and `SIGHUP` (those not ignored at start)
-    /// by shutting the server down. Process-wide: only for a process
-    /// dedicated to the relay (the `corral` command).
-    pub handle_signals: bool,
-    /// The parent's pid as read at start-up: when set (with
-    /// `handle_signals`), the parent's death arrives as `SIGTERM`.
-    pub parent: Option<i32>,
 }
 
 impl WrapOptions {
     /// The defaults for `command`: 2 s close grace, 2 s to `SIGKILL`, 1 s
-    /// final bound, 16 MiB frames, the best backend, no report, no signal
-    /// handling, no parent watch.
+    /// final bound, 16 MiB frames, the best backend.
     pub fn new<I, S>(command: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -59,9 +49,6 @@ impl WrapOptions {
             final_bound: DEFAULT_FINAL_BOUND,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             backend: BackendChoice::Auto,
-            report: None,
-            handle_signals: false,
-            parent: None,
         }
     }
 }

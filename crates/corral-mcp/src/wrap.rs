@@ -14,11 +14,16 @@
 //!    server's output keeps being relayed (or drained) meanwhile, so it
 //!    never blocks on a full pipe.
 //! 4. Answer every client request still in flight with an error naming the
-//!    cause, write the report, return the exit status.
+//!    cause, and return what happened ([`WrapExit`]); the front end turns it
+//!    into an exit status and a report.
+//!
+//! Signals arrive as a [`SignalWatch`] the caller installed (a process
+//! dedicated to the relay hands over `SIGINT`, `SIGTERM`, `SIGHUP` and the
+//! parent's death; a library user may hand over an empty one).
 
 use std::{future::Future, time::Duration};
 
-use corral::{Finished, Input, Output, Signal};
+use corral::{Finished, Input, Output, host::SignalWatch};
 use tokio::{
     io::{AsyncRead, AsyncWrite},
     time::{Instant, sleep_until, timeout},
@@ -26,12 +31,11 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    Ending, Error, ExitStatus, RelayStats, WrapOptions,
-    exit::unanswered_message,
+    ending::{Durations, Ending, Leader, WrapExit, unanswered_message},
+    error::Error,
     inflight::Side,
+    options::WrapOptions,
     relay::{OnWriteError, PumpEnd, Shared, pump},
-    report::{Durations, Report, Sink},
-    signals::Watch,
     stdio,
 };
 
@@ -42,44 +46,15 @@ const DRAIN: Duration = Duration::from_millis(250);
 /// How long writing the relay's own error answers may take.
 const ANSWER_BOUND: Duration = Duration::from_secs(1);
 
-/// How a relay ended.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct WrapExit {
-    /// The status to exit with.
-    pub status: ExitStatus,
-    /// What ended the relay.
-    pub ending: Ending,
-    /// The signal the relay received, if that ended it.
-    pub received: Option<Signal>,
-    /// The server's leader: its pid and start time.
-    pub server: (i32, u64),
-    /// The server's call, with its cleanup report.
-    pub finished: Finished,
-    /// The relay's counters.
-    pub relay: RelayStats,
-    /// How long things took.
-    pub durations: Durations,
-}
-
 /// Runs `options.command` as an MCP stdio server under corral's containment
 /// and relays between it and the client on this process's standard input and
-/// output. Writes the report (`options.report`) on success and on failure.
+/// output. A signal from `signals` shuts the server down.
 ///
 /// # Errors
-/// See [`Error`]; [`Error::exit_status`] gives the status to exit with.
-pub async fn wrap(options: WrapOptions) -> Result<WrapExit, Error> {
-    let started = Instant::now();
-    let sink = match &options.report {
-        Some(path) => Some(Sink::create(path)?),
-        None => None,
-    };
-    let result = match stdio::open() {
-        Ok((input, output)) => run(&options, input, output, started).await,
-        Err(error) => Err(error),
-    };
-    finish(&options, sink, &result, started);
-    result
+/// See [`Error`]; nothing of the server is left running after one.
+pub async fn wrap(options: WrapOptions, signals: SignalWatch) -> Result<WrapExit, Error> {
+    let (input, output) = stdio::open()?;
+    run(&options, signals, input, output).await
 }
 
 /// Like [`wrap`], with the client on `input` and `output` instead of this
@@ -87,48 +62,17 @@ pub async fn wrap(options: WrapOptions) -> Result<WrapExit, Error> {
 ///
 /// # Errors
 /// As [`wrap`].
-pub async fn wrap_with<I, O>(options: WrapOptions, input: I, output: O) -> Result<WrapExit, Error>
+pub async fn wrap_with<I, O>(
+    options: WrapOptions,
+    signals: SignalWatch,
+    input: I,
+    output: O,
+) -> Result<WrapExit, Error>
 where
     I: AsyncRead + Unpin,
     O: AsyncWrite + Unpin,
 {
-    let started = Instant::now();
-    let sink = match &options.report {
-        Some(path) => Some(Sink::create(path)?),
-        None => None,
-    };
-    let result = run(&options, input, output, started).await;
-    finish(&options, sink, &result, started);
-    result
-}
-
-/// Tells survivors on standard error and writes the report.
-fn finish(
-    options: &WrapOptions,
-    sink: Option<Sink>,
-    result: &Result<WrapExit, Error>,
-    started: Instant,
-) {
-    if let Ok(exit) = result {
-        let survivors = &exit.finished.report.survivors;
-        if !survivors.is_empty() {
-            let list: Vec<String> = survivors
-                .iter()
-                .map(|p| format!("{} ({})", p.pid, p.command))
-                .collect();
-            eprintln!(
-                "corral mcp: {} process(es) of the server survived SIGKILL and --final-bound: {}",
-                list.len(),
-                list.join(", ")
-            );
-        }
-    }
-    let Some(sink) = sink else { return };
-    let report = match result {
-        Ok(exit) => Report::of_exit(&options.command, exit),
-        Err(error) => Report::of_error(&options.command, error, started.elapsed()),
-    };
-    sink.write(&report);
+    run(&options, signals, input, output).await
 }
 
 /// Polls an optional future; pending for ever once it is `None`.
@@ -141,20 +85,16 @@ async fn running<F: Future + Unpin>(future: &mut Option<F>) -> F::Output {
 
 async fn run<I, O>(
     options: &WrapOptions,
+    mut signals: SignalWatch,
     mut input: I,
     mut output: O,
-    started: Instant,
 ) -> Result<WrapExit, Error>
 where
     I: AsyncRead + Unpin,
     O: AsyncWrite + Unpin,
 {
+    let started = Instant::now();
     let (program, args) = options.command.split_first().ok_or(Error::NoCommand)?;
-    let mut signals = if options.handle_signals {
-        Watch::install(options.parent)?
-    } else {
-        Watch::default()
-    };
     let cancel = CancellationToken::new();
     let mut child = corral::Command::new(program)
         .args(args)
@@ -306,12 +246,10 @@ where
             "answered the client's requests in flight"
         );
     }
-    let status = ExitStatus::of(ending, received, finished.outcome, finished.leader);
     Ok(WrapExit {
-        status,
         ending,
         received,
-        server: (pid, start_time),
+        server: Leader { pid, start_time },
         durations: Durations {
             relay: ended - spawned,
             shutdown: gone - ended,

@@ -1,4 +1,5 @@
-//! Helpers for corral-mcp's integration tests; include with `mod common;`.
+//! Helpers for the tests of `corral mcp wrap` (`mcp_wrap`, `mcp_peers`);
+//! include with `mod mcp_common;`.
 //!
 //! Processes are named by identity ([`Proc`]: pid plus start time from
 //! `/proc/PID/stat`) and signalled only through a pidfd after re-checking
@@ -27,14 +28,17 @@ pub fn repo() -> PathBuf {
         .join("../..")
 }
 
-/// The relay binary under test (where cargo-nextest says it is, else where
-/// cargo built it).
+/// The `corral` binary under test (where cargo-nextest says it is, else
+/// where cargo built it); the relay is `corral mcp wrap` ([`WRAP`]).
 pub fn wrapper() -> PathBuf {
-    std::env::var_os("NEXTEST_BIN_EXE_corral-mcp-wrap").map_or_else(
-        || PathBuf::from(env!("CARGO_BIN_EXE_corral-mcp-wrap")),
+    std::env::var_os("NEXTEST_BIN_EXE_corral").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_corral")),
         PathBuf::from,
     )
 }
+
+/// The subcommand after [`wrapper`].
+pub const WRAP: [&str; 2] = ["mcp", "wrap"];
 
 /// The venv's Python, with the official `mcp` package.
 pub fn python() -> PathBuf {

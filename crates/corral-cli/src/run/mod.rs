@@ -1,56 +1,48 @@
 //! `corral run`: the command as an owned tree, with `timeout(1)`'s interface.
 
+mod report;
+
 use std::{pin::pin, time::Instant};
 
 use anyhow::Context;
-use corral::{Error, Finished, Input, Output, Signal, SpawnFailure};
+use corral::{Error, Finished, Input, Output, Signal};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
     cli::RunArgs,
-    exit::Status,
-    report::{NotRun, Report, Sink},
-    signals,
+    kit::{
+        exit::Status,
+        report::tell_leftovers,
+        signals::{self, Watch},
+        sink::{self, Sink},
+        startup,
+    },
+    run::report::NotRun,
     text::printable,
 };
 
-/// Runs the command on a current-thread runtime. `parent` is corral's parent
+/// Runs the command as a dedicated supervisor. `parent` is corral's parent
 /// pid as read first thing at start-up.
 ///
 /// # Errors
 /// When corral itself fails before or around the run (exit status 125).
 pub fn main(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
-    // The corral process does nothing but supervise, so the subreaper
-    // backend is fair game for `--backend auto`.
-    corral::claim_subreaper();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let status = runtime.block_on(run(args, parent));
-    // Every tree is gone: stop the watchdog rather than leave it to notice
-    // our exit.
-    corral::watchdog::shutdown();
-    status
+    let sink = startup::supervisor(&args.report, args.verbose)?;
+    startup::supervise(run(args, parent, sink))
 }
 
-async fn run(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
-    let sink = Sink::open(args.report.as_deref(), args.report_fd)?;
-    let mut signals = signals::install()?;
+async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<Status> {
+    let watch = signals::install(&signals::RUN, parent)?;
     let started = Instant::now();
-    if !signals::watch_parent(parent)? {
+    let Watch::Armed(mut signals) = watch else {
         say!("the parent process is already gone (counts as SIGTERM); the command was not started");
         let status = Status::Interrupted(Signal::TERM);
         let reason = "corral's parent process was gone before the command started".to_owned();
-        let report = Report::not_run(
-            &args.command,
-            NotRun::NotStarted { reason },
-            status,
-            started.elapsed(),
-        );
-        write_report(sink, &report);
+        let why = NotRun::NotStarted { reason };
+        let report = report::not_run(&args.command, why, status, started.elapsed());
+        sink::deliver(sink, &report);
         return Ok(status);
-    }
+    };
 
     let cancel = CancellationToken::new();
     let command = match command(args, cancel.clone()) {
@@ -61,19 +53,20 @@ async fn run(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
             say!("{message}");
             let status = Status::Failed;
             let why = NotRun::SpawnFailed { error: message };
-            let report = Report::not_run(&args.command, why, status, started.elapsed());
-            write_report(sink, &report);
+            let report = report::not_run(&args.command, why, status, started.elapsed());
+            sink::deliver(sink, &report);
             return Ok(status);
         }
     };
     let child = match command.spawn().await {
         Ok(child) => child,
         Err(error) => {
-            let (status, message) = spawn_failure(&error);
+            let status = Status::of_spawn_error(&error);
+            let message = spawn_message(&error);
             say!("{message}");
             let why = NotRun::SpawnFailed { error: message };
-            let report = Report::not_run(&args.command, why, status, started.elapsed());
-            write_report(sink, &report);
+            let report = report::not_run(&args.command, why, status, started.elapsed());
+            sink::deliver(sink, &report);
             return Ok(status);
         }
     };
@@ -102,8 +95,8 @@ async fn run(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
         .map(|signal| format!("corral received {signal} and ended the tree"))
         .into_iter()
         .collect();
-    let report = Report::of_finished(&args.command, &finished, status, started.elapsed(), notes);
-    write_report(sink, &report);
+    let report = report::of_finished(&args.command, &finished, status, started.elapsed(), notes);
+    sink::deliver(sink, &report);
     Ok(status)
 }
 
@@ -137,23 +130,15 @@ fn command(args: &RunArgs, cancel: CancellationToken) -> anyhow::Result<corral::
     })
 }
 
-/// The exit status and one-line message for a failed spawn.
-fn spawn_failure(error: &Error) -> (Status, String) {
+/// The one-line message for a failed spawn, with a hint where the fix is an
+/// option.
+fn spawn_message(error: &Error) -> String {
     match error {
-        Error::Spawn { failure, .. } => {
-            let status = match failure {
-                SpawnFailure::NotFound => Status::NotFound,
-                SpawnFailure::NotExecutable => Status::CannotInvoke,
-                _ => Status::Failed,
-            };
-            (status, error.to_string())
+        Error::BackendUnavailable { .. } => {
+            format!("{error}; choose another with --backend (see corral capabilities)")
         }
-        Error::BackendUnavailable { .. } => (
-            Status::Failed,
-            format!("{error}; choose another with --backend (see corral capabilities)"),
-        ),
-        Error::Cgroup { .. } => (Status::Failed, format!("{error}; try --backend subreaper")),
-        _ => (Status::Failed, format!("{error}")),
+        Error::Cgroup { .. } => format!("{error}; try --backend subreaper"),
+        _ => error.to_string(),
     }
 }
 
@@ -185,40 +170,10 @@ fn tell(args: &RunArgs, finished: &Finished) {
             say!("note: {}", printable(note));
         }
     }
-    if !report.left_cgroup.is_empty() {
-        let list: Vec<String> = report
-            .left_cgroup
-            .iter()
-            .map(|p| format!("{} ({})", p.pid, printable(&p.command)))
-            .collect();
-        say!(
-            "{} process(es) had moved out of the leaf cgroup and were killed by identity: {} \
-             (run the command with --user so it cannot)",
-            list.len(),
-            list.join(", ")
-        );
-    }
-    if !report.survivors.is_empty() {
-        let list: Vec<String> = report
-            .survivors
-            .iter()
-            .map(|p| format!("{} ({})", p.pid, printable(&p.command)))
-            .collect();
-        say!(
-            "{} process(es) survived SIGKILL and --final-bound {:?}: {}",
-            list.len(),
-            args.final_bound,
-            list.join(", ")
-        );
-    }
-}
-
-/// Writes the report if one was asked for; a failure is reported but does
-/// not change the exit status, which belongs to the command.
-fn write_report(sink: Option<Sink>, report: &Report) {
-    if let Some(sink) = sink
-        && let Err(error) = sink.write(report)
-    {
-        say!("{error:#}");
-    }
+    tell_leftovers(
+        report,
+        "",
+        " (run the command with --user so it cannot)",
+        args.final_bound,
+    );
 }

@@ -1,8 +1,8 @@
-//! `corral-mcp-wrap` end to end with small shell servers: the relay's
+//! `corral mcp wrap` end to end with small shell servers: the relay's
 //! framing, exit statuses, signals, parent death and shutdown steps. No MCP
 //! peers needed.
 
-mod common;
+mod mcp_common;
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
@@ -11,7 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::*;
+use mcp_common::*;
 use rustix::process::Signal;
 use serde_json::Value;
 
@@ -21,6 +21,7 @@ const NOTE: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 /// The relay with `options`, then `--report REPORT -- server...`, all pipes.
 fn relay(options: &[&str], report: &Path, server: &[&str]) -> Owned {
     let child = Command::new(wrapper())
+        .args(WRAP)
         .args(options)
         .arg("--report")
         .arg(report)
@@ -30,7 +31,7 @@ fn relay(options: &[&str], report: &Path, server: &[&str]) -> Owned {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("starting corral-mcp-wrap");
+        .expect("starting corral mcp wrap");
     Owned(child)
 }
 
@@ -205,6 +206,7 @@ fn exit_statuses_for_failures() {
         &["--report", "/nonexistent/dir/report.json", "--", "true"],
     ] {
         let output = Command::new(wrapper())
+            .args(WRAP)
             .args(args)
             .stdin(Stdio::null())
             .output()
@@ -212,6 +214,44 @@ fn exit_statuses_for_failures() {
         assert_eq!(output.status.code(), Some(125), "{args:?}");
         assert!(output.stdout.is_empty());
     }
+}
+
+/// `--report-fd` works for `corral mcp wrap` as for `corral run`, and the
+/// descriptor is corral's alone: the server (and anything it starts) does not
+/// inherit it, so it cannot forge or garble the report.
+#[test]
+fn report_fd_receives_the_report_and_the_server_cannot_write_into_it() {
+    let scratch = Scratch::new("report-fd");
+    let path = scratch.path("report.json");
+    // The descriptor is opened by a shell redirection; the client (stdin
+    // /dev/null) closes at once, the server outlives the close grace.
+    let script = r#""$0" mcp wrap --close-grace 100ms --kill-after 500ms --report-fd 3 -- sh -c 'echo forged >&3; exec sleep 1000' 3>"$1" </dev/null"#;
+    let output = Command::new("sh")
+        .args(["-c", script])
+        .arg(wrapper())
+        .arg(&path)
+        .output()
+        .expect("run sh");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let text = std::fs::read_to_string(&path).expect("report written");
+    assert!(
+        text.starts_with('{'),
+        "the server wrote into the report: {text}"
+    );
+    let report: Value = serde_json::from_str(&text).expect("the report is corral's JSON only");
+    assert_eq!(report["exit_status"], 0);
+    assert_eq!(report["ended_by"], "client_closed");
+    assert!(!leader(&report).is_running());
+    assert_clean(&report);
+    // Both at once is a usage error.
+    let output = Command::new(wrapper())
+        .args(WRAP)
+        .args(["--report", "r.json", "--report-fd", "3", "--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(125));
 }
 
 #[test]
@@ -296,8 +336,7 @@ fn the_parent_dying_shuts_the_server_down_even_with_stdin_still_open() {
     // The relay's parent is a shell that then becomes `sleep`; this test
     // keeps the relay's stdin open, so only the parent's death can end it.
     // (A background job's stdin would be /dev/null: hand it over on fd 3.)
-    let script =
-        r#"exec 3<&0; "$0" --report "$1" -- sleep 1000 <&3 3<&- & echo $!; exec sleep 1000"#;
+    let script = r#"exec 3<&0; "$0" mcp wrap --report "$1" -- sleep 1000 <&3 3<&- & echo $!; exec sleep 1000"#;
     let mut parent = Owned(
         Command::new("sh")
             .args(["-c", script])

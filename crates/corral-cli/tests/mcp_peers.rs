@@ -3,14 +3,14 @@
 //! Python SDK) that leaves helpers behind. Peers are installed by
 //! `scripts/install-mcp-peers`; without them these tests fail.
 
-mod common;
+mod mcp_common;
 
 use std::{
     path::Path,
     time::{Duration, Instant},
 };
 
-use common::*;
+use mcp_common::*;
 use rustix::process::Signal;
 use serde_json::Value;
 
@@ -63,6 +63,8 @@ fn server_everything_through_the_guard_then_nothing_of_it_remains() {
         &[],
         &[
             &wrapper(),
+            Path::new("mcp"),
+            Path::new("wrap"),
             Path::new("--report"),
             &report,
             Path::new("--"),
@@ -125,6 +127,8 @@ fn the_2026_discover_era_and_the_legacy_handshake_both_pass() {
             &["--mode", mode],
             &[
                 &wrapper(),
+                Path::new("mcp"),
+                Path::new("wrap"),
                 Path::new("--report"),
                 &report,
                 Path::new("--"),
@@ -160,6 +164,8 @@ fn helpers_run(backend: Option<&str>) {
     if let Some(backend) = backend {
         server.extend([
             wrapper.as_path(),
+            Path::new("mcp"),
+            Path::new("wrap"),
             Path::new("--backend"),
             Path::new(backend),
         ]);
@@ -247,7 +253,7 @@ fn kill_client_mid_call(
     let report = scratch.path("report.json");
     let mut guard = Guard::default();
     let wrapper = wrapper();
-    let mut command: Vec<&Path> = vec![&wrapper];
+    let mut command: Vec<&Path> = vec![&wrapper, Path::new("mcp"), Path::new("wrap")];
     for arg in [
         "--close-grace",
         "500ms",
@@ -355,6 +361,8 @@ fn a_server_killed_mid_call_gets_the_request_answered_with_the_cause() {
     let wrapper = wrapper();
     let command: Vec<&Path> = vec![
         &wrapper,
+        Path::new("mcp"),
+        Path::new("wrap"),
         Path::new("--kill-after"),
         Path::new("500ms"),
         Path::new("--report"),

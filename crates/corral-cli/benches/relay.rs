@@ -1,8 +1,8 @@
 //! What the guard costs: round-trip latency of a small request sent straight
-//! to a trivial echo server vs through `corral-mcp-wrap`, interleaved in one
+//! to a trivial echo server vs through `corral mcp wrap`, interleaved in one
 //! run, and the throughput of small messages through the guard.
 //!
-//! Run: `cargo bench -p corral-mcp --bench relay` (add `-- --quick` for a
+//! Run: `cargo bench -p corral-cli --bench relay` (add `-- --quick` for a
 //! short run). The echo server is this binary re-entered with
 //! `CORRAL_MCP_BENCH_ECHO=1`: it answers every request line with
 //! `{"jsonrpc":"2.0","id":ID,"result":{}}`.
@@ -28,12 +28,12 @@ fn main() {
         (10_000, 200_000)
     };
     let exe = std::env::current_exe().expect("this benchmark's path");
-    let wrapper = env!("CARGO_BIN_EXE_corral-mcp-wrap");
+    let corral = env!("CARGO_BIN_EXE_corral");
 
     let mut direct = Peer::start(Command::new(&exe));
     let mut guarded = Peer::start({
-        let mut command = Command::new(wrapper);
-        command.arg("--").arg(&exe);
+        let mut command = Command::new(corral);
+        command.args(["mcp", "wrap", "--"]).arg(&exe);
         command
     });
 

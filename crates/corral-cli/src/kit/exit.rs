@@ -1,0 +1,191 @@
+//! How a `corral` subcommand exits: one status enum, one mapping to exit
+//! codes, one help table per supervising subcommand, for every front end.
+//!
+//! | Variant            | Code    | `corral run` | `corral mcp wrap` |
+//! |--------------------|---------|--------------|-------------------|
+//! | `Exited(c)`        | `c`     | the command exited by itself with `c` (with `--preserve-status`, also after a timeout) | the server exited by itself with `c`; 0 when the client closed the connection and the tree was ended |
+//! | `TimedOut`         | 124     | the time limit passed and the tree was ended, whatever `--signal` was | — |
+//! | `Failed`           | 125     | corral itself failed: bad option or duration, no containment possible, report | the same |
+//! | `CannotInvoke`     | 126     | the command was found but cannot be executed | the server command, the same |
+//! | `NotFound`         | 127     | the command was not found | the server command, the same |
+//! | `Signaled(N)`      | 128+N   | the command died of signal N (with `--preserve-status`, also corral's own after a timeout) | the server died of signal N that corral did not send |
+//! | `Interrupted(N)`   | 128+N   | corral received signal N (a dead parent counts as `SIGTERM`) and ended the tree | the same (the client's death counts as `SIGTERM`) |
+//!
+//! [`RUN`] and [`WRAP`] are these tables as `--help` prints them.
+
+use corral::{Error, Exit, Outcome, Signal, SpawnFailure};
+use corral_mcp::Ending;
+
+/// How corral exits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// The command's own exit code (or 0 for a relay the client closed).
+    Exited(u8),
+    /// The time limit passed.
+    TimedOut,
+    /// corral itself failed.
+    Failed,
+    /// Found but not executable.
+    CannotInvoke,
+    /// Not found.
+    NotFound,
+    /// The command died of this signal.
+    Signaled(Signal),
+    /// corral received this signal and ended the tree.
+    Interrupted(Signal),
+}
+
+/// A subcommand's exit statuses as `--help` lists them.
+#[derive(Debug)]
+pub struct Table {
+    /// The heading.
+    pub title: &'static str,
+    /// `(code, meaning)`, in the order shown.
+    pub rows: &'static [(&'static str, &'static str)],
+}
+
+/// `corral run`'s statuses.
+pub const RUN: Table = Table {
+    title: "Exit status (as timeout(1)):",
+    rows: &[
+        ("N", "the command's own exit status"),
+        (
+            "124",
+            "the time limit passed (whatever --signal was, also after SIGKILL)",
+        ),
+        (
+            "125",
+            "corral itself failed: bad option or duration, no containment",
+        ),
+        ("126", "the command was found but cannot be executed"),
+        ("127", "the command was not found"),
+        (
+            "128+N",
+            "the command died of signal N, or corral received signal N",
+        ),
+    ],
+};
+
+/// `corral mcp wrap`'s statuses.
+pub const WRAP: Table = Table {
+    title: "Exit status:",
+    rows: &[
+        (
+            "0",
+            "the client closed the connection and the server's tree was ended",
+        ),
+        ("N", "the server exited by itself with status N"),
+        (
+            "128+N",
+            "the server died of signal N, or the relay received signal N (client death: SIGTERM)",
+        ),
+        (
+            "125",
+            "corral itself failed (bad option, containment, report file)",
+        ),
+        ("126", "the server command cannot be executed"),
+        ("127", "the server command was not found"),
+    ],
+};
+
+impl Table {
+    /// The table as the text of `--help`.
+    pub fn help(&self) -> String {
+        let mut text = format!("{}\n", self.title);
+        for (code, meaning) in self.rows {
+            text.push_str(&format!("  {code:<6} {meaning}\n"));
+        }
+        text
+    }
+}
+
+impl Status {
+    /// The process exit code.
+    pub fn code(self) -> u8 {
+        match self {
+            Self::Exited(code) => code,
+            Self::TimedOut => 124,
+            Self::Failed => 125,
+            Self::CannotInvoke => 126,
+            Self::NotFound => 127,
+            Self::Signaled(signal) | Self::Interrupted(signal) => signal_code(signal),
+        }
+    }
+
+    /// The status for a command that could not be started.
+    pub fn of_spawn_error(error: &Error) -> Self {
+        match error {
+            Error::Spawn {
+                failure: SpawnFailure::NotFound,
+                ..
+            } => Self::NotFound,
+            Error::Spawn {
+                failure: SpawnFailure::NotExecutable,
+                ..
+            } => Self::CannotInvoke,
+            _ => Self::Failed,
+        }
+    }
+
+    /// The status of a finished `corral run`. `received` is the signal corral
+    /// got (if any) that made it end the tree.
+    pub fn of_run(
+        outcome: Outcome,
+        leader: Option<Exit>,
+        preserve_status: bool,
+        received: Option<Signal>,
+    ) -> Self {
+        match outcome {
+            Outcome::Exited { code } => of_code(code),
+            Outcome::Signaled { signal } => Self::Signaled(signal),
+            Outcome::TimedOut if preserve_status => match leader {
+                Some(Exit::Code(code)) => of_code(code),
+                Some(Exit::Signal(signal)) => Self::Signaled(signal),
+                // Not reaped (stuck past the final bound): nothing to preserve.
+                None => Self::TimedOut,
+            },
+            Outcome::TimedOut => Self::TimedOut,
+            Outcome::Cancelled => Self::Interrupted(received.unwrap_or(Signal::TERM)),
+            _ => Self::Failed,
+        }
+    }
+
+    /// The status of a `corral mcp wrap` that ended with `ending`; `received`
+    /// is the signal behind [`Ending::Interrupted`], `outcome` and `leader`
+    /// how the server's call ended.
+    pub fn of_wrap(
+        ending: Ending,
+        received: Option<Signal>,
+        outcome: Outcome,
+        leader: Option<Exit>,
+    ) -> Self {
+        match ending {
+            Ending::Interrupted => Self::Interrupted(received.unwrap_or(Signal::TERM)),
+            // The server's own status: its exit code or 128+signal; after
+            // corral had to stop it, how the leader died.
+            _ if ending.by_server() => match (outcome, leader) {
+                (Outcome::Exited { code }, _) | (_, Some(Exit::Code(code))) => of_code(code),
+                (Outcome::Signaled { signal }, _) | (_, Some(Exit::Signal(signal))) => {
+                    Self::Signaled(signal)
+                }
+                _ => Self::Failed,
+            },
+            // The client closed the connection (or went away).
+            _ => Self::Exited(0),
+        }
+    }
+}
+
+/// An exit code as a status; one that does not fit (an unreaped leader's
+/// `-1`) is corral's failure.
+fn of_code(code: i32) -> Status {
+    u8::try_from(code).map_or(Status::Failed, Status::Exited)
+}
+
+/// `128 + N`, what a shell reports for a process killed by signal N.
+fn signal_code(signal: Signal) -> u8 {
+    u8::try_from(128 + signal.number()).unwrap_or(255)
+}
+
+#[cfg(test)]
+mod tests;

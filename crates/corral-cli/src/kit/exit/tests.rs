@@ -1,0 +1,229 @@
+//! One test per row of each table, plus the mappings that lead to it.
+
+use super::*;
+
+fn listed(table: &Table, code: &str) -> bool {
+    table.rows.iter().any(|&(c, _)| c == code)
+}
+
+const EXITED_1: Outcome = Outcome::Exited { code: 1 };
+
+// `corral run`.
+
+#[test]
+fn run_exited_is_the_commands_own_code() {
+    assert_eq!(Status::Exited(0).code(), 0);
+    assert_eq!(Status::Exited(3).code(), 3);
+    assert_eq!(Status::Exited(255).code(), 255);
+    let run = Status::of_run(Outcome::Exited { code: 3 }, None, false, None);
+    assert_eq!(run, Status::Exited(3));
+    assert!(listed(&RUN, "N"));
+}
+
+#[test]
+fn run_timed_out_is_124_whatever_the_leader_died_of() {
+    assert_eq!(Status::TimedOut.code(), 124);
+    for leader in [
+        None,
+        Some(Exit::Signal(Signal::TERM)),
+        Some(Exit::Signal(Signal::KILL)),
+        Some(Exit::Code(0)),
+    ] {
+        let run = Status::of_run(Outcome::TimedOut, leader, false, None);
+        assert_eq!(run, Status::TimedOut, "{leader:?}");
+    }
+    assert!(listed(&RUN, "124"));
+}
+
+#[test]
+fn run_failed_is_125() {
+    assert_eq!(Status::Failed.code(), 125);
+    let unreaped = Status::of_run(Outcome::Exited { code: -1 }, None, false, None);
+    assert_eq!(unreaped, Status::Failed);
+    assert!(listed(&RUN, "125"));
+}
+
+#[test]
+fn run_cannot_invoke_is_126() {
+    assert_eq!(Status::CannotInvoke.code(), 126);
+    assert!(listed(&RUN, "126"));
+}
+
+#[test]
+fn run_not_found_is_127() {
+    assert_eq!(Status::NotFound.code(), 127);
+    assert!(listed(&RUN, "127"));
+}
+
+#[test]
+fn run_signaled_is_128_plus_n() {
+    assert_eq!(Status::Signaled(Signal::KILL).code(), 137);
+    assert_eq!(Status::Signaled(Signal::USR1).code(), 138);
+    let run = Status::of_run(
+        Outcome::Signaled {
+            signal: Signal::USR1,
+        },
+        None,
+        false,
+        None,
+    );
+    assert_eq!(run, Status::Signaled(Signal::USR1));
+    assert!(listed(&RUN, "128+N"));
+}
+
+#[test]
+fn run_interrupted_is_128_plus_the_received_signal() {
+    for (signal, code) in [
+        (Signal::HUP, 129),
+        (Signal::INT, 130),
+        (Signal::QUIT, 131),
+        (Signal::TERM, 143),
+    ] {
+        assert_eq!(Status::Interrupted(signal).code(), code);
+        let run = Status::of_run(Outcome::Cancelled, None, false, Some(signal));
+        assert_eq!(run, Status::Interrupted(signal));
+        // --preserve-status does not change it.
+        let run = Status::of_run(Outcome::Cancelled, None, true, Some(signal));
+        assert_eq!(run, Status::Interrupted(signal));
+    }
+    assert!(listed(&RUN, "128+N"));
+}
+
+#[test]
+fn run_preserve_status_reports_the_leader_after_a_timeout() {
+    let run = |leader| Status::of_run(Outcome::TimedOut, leader, true, None);
+    assert_eq!(run(Some(Exit::Code(7))), Status::Exited(7));
+    assert_eq!(
+        run(Some(Exit::Signal(Signal::TERM))),
+        Status::Signaled(Signal::TERM)
+    );
+    assert_eq!(run(Some(Exit::Signal(Signal::KILL))).code(), 137);
+    assert_eq!(run(None), Status::TimedOut);
+}
+
+// `corral mcp wrap`.
+
+#[test]
+fn wrap_client_closed_is_0_whatever_the_server_did() {
+    for ending in [Ending::ClientClosed, Ending::ClientGone] {
+        for (outcome, leader) in [
+            (Outcome::Exited { code: 0 }, Some(Exit::Code(0))),
+            (EXITED_1, Some(Exit::Code(1))),
+            (Outcome::Cancelled, Some(Exit::Signal(Signal::KILL))),
+        ] {
+            let status = Status::of_wrap(ending, None, outcome, leader);
+            assert_eq!(status, Status::Exited(0));
+            assert_eq!(status.code(), 0);
+        }
+    }
+    assert!(listed(&WRAP, "0"));
+}
+
+#[test]
+fn wrap_a_server_that_exits_by_itself_gives_its_status() {
+    for ending in [
+        Ending::ServerExited,
+        Ending::ServerClosedOutput,
+        Ending::ServerClosedInput,
+    ] {
+        let status = Status::of_wrap(
+            ending,
+            None,
+            Outcome::Exited { code: 3 },
+            Some(Exit::Code(3)),
+        );
+        assert_eq!(status, Status::Exited(3));
+        assert_eq!(status.code(), 3);
+    }
+    let zero = Status::of_wrap(
+        Ending::ServerExited,
+        None,
+        Outcome::Exited { code: 0 },
+        None,
+    );
+    assert_eq!(zero.code(), 0);
+    assert!(listed(&WRAP, "N"));
+}
+
+#[test]
+fn wrap_a_server_killed_by_a_signal_gives_128_plus_n() {
+    let outcome = Outcome::Signaled {
+        signal: Signal::KILL,
+    };
+    let status = Status::of_wrap(Ending::ServerExited, None, outcome, None);
+    assert_eq!(status, Status::Signaled(Signal::KILL));
+    assert_eq!(status.code(), 137);
+    assert!(listed(&WRAP, "128+N"));
+}
+
+#[test]
+fn wrap_a_server_that_closed_its_output_and_was_stopped_gives_how_it_died() {
+    let stopped =
+        |leader| Status::of_wrap(Ending::ServerClosedOutput, None, Outcome::Cancelled, leader);
+    assert_eq!(stopped(Some(Exit::Signal(Signal::TERM))).code(), 143);
+    assert_eq!(stopped(Some(Exit::Code(4))).code(), 4);
+    assert_eq!(stopped(None), Status::Failed);
+}
+
+#[test]
+fn wrap_a_signal_to_the_relay_gives_128_plus_n() {
+    for (signal, code) in [(Signal::HUP, 129), (Signal::INT, 130), (Signal::TERM, 143)] {
+        let status = Status::of_wrap(Ending::Interrupted, Some(signal), EXITED_1, None);
+        assert_eq!(status, Status::Interrupted(signal));
+        assert_eq!(status.code(), code);
+    }
+    assert!(listed(&WRAP, "128+N"));
+}
+
+#[test]
+fn wrap_failures_are_125_126_127() {
+    assert_eq!(Status::Failed.code(), 125);
+    assert_eq!(Status::CannotInvoke.code(), 126);
+    assert_eq!(Status::NotFound.code(), 127);
+    let negative = Status::of_wrap(
+        Ending::ServerExited,
+        None,
+        Outcome::Exited { code: -1 },
+        None,
+    );
+    assert_eq!(negative, Status::Failed);
+    for code in ["125", "126", "127"] {
+        assert!(listed(&WRAP, code), "{code}");
+    }
+}
+
+// Both.
+
+#[test]
+fn spawn_errors_map_to_their_rows() {
+    let spawn = |failure| Error::Spawn {
+        program: "x".into(),
+        failure,
+        source: std::io::ErrorKind::NotFound.into(),
+    };
+    assert_eq!(
+        Status::of_spawn_error(&spawn(SpawnFailure::NotFound)),
+        Status::NotFound
+    );
+    assert_eq!(
+        Status::of_spawn_error(&spawn(SpawnFailure::NotExecutable)),
+        Status::CannotInvoke
+    );
+    assert_eq!(
+        Status::of_spawn_error(&spawn(SpawnFailure::Other)),
+        Status::Failed
+    );
+}
+
+#[test]
+fn help_lists_every_row_once_under_its_title() {
+    for table in [&RUN, &WRAP] {
+        let help = table.help();
+        assert!(help.starts_with(table.title), "{help}");
+        assert_eq!(help.lines().count(), table.rows.len() + 1, "{help}");
+        for (code, meaning) in table.rows {
+            let line = format!("  {code:<6} {meaning}");
+            assert!(help.lines().any(|l| l == line), "{code}: {help}");
+        }
+    }
+}

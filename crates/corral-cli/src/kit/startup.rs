@@ -1,0 +1,76 @@
+//! Start-up and end of a `corral` process, the same for every subcommand
+//! that supervises a tree (`corral run`, `corral mcp wrap`).
+
+use std::{future::Future, process::ExitCode};
+
+use anyhow::Context;
+
+use crate::kit::{
+    exit::Status,
+    logging,
+    sink::{self, ReportArgs, Sink},
+};
+
+/// First thing in `main`. Started as our own watchdog (`corral
+/// __corral-watchdog`): runs it and never returns. Otherwise records that
+/// this executable is the watchdog that ends the tree if corral itself is
+/// killed, and returns the parent's pid, against which a parent that dies
+/// later is noticed.
+pub fn begin() -> i32 {
+    corral::watchdog::hook();
+    corral::host::parent_pid()
+}
+
+/// Makes this process a supervisor, right after its arguments are parsed
+/// (still single-threaded, nothing spawned): keeps `--report-fd` from the
+/// command, forks the owner-death watchdog, installs the log subscriber and
+/// opens the report's destination.
+///
+/// # Errors
+/// If the report's destination cannot be opened (exit status 125, before
+/// the command runs).
+pub fn supervisor(report: &ReportArgs, verbose: bool) -> anyhow::Result<Option<Sink>> {
+    // Before the watchdog fork and the spawn: the command must not inherit
+    // the report's descriptor.
+    sink::keep_from_command(report.report_fd);
+    // Forking while corral is still single-threaded is much cheaper than
+    // executing a second copy of corral; if it fails, the first spawn
+    // executes one instead.
+    if let Err(reason) = corral::watchdog::fork_now() {
+        tracing::debug!(%reason, "watchdog not forked early");
+    }
+    logging::init(verbose);
+    Sink::open(report.report.as_deref(), report.report_fd)
+}
+
+/// Runs `work` on a current-thread runtime in a process that does nothing
+/// but supervise (so the subreaper backend is fair game for `auto`), then
+/// stops the watchdog: every tree is gone by then.
+///
+/// # Errors
+/// If the runtime cannot be started, or as `work`.
+pub fn supervise(work: impl Future<Output = anyhow::Result<Status>>) -> anyhow::Result<Status> {
+    corral::claim_subreaper();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let status = runtime.block_on(work);
+    // A blocking read of a terminal stdin (the relay's) must not hold the
+    // exit.
+    runtime.shutdown_background();
+    corral::watchdog::shutdown();
+    status
+}
+
+/// The process exit code of a subcommand's result; an error is said on
+/// standard error with its whole chain, and is corral's failure (125).
+pub fn exit_code(result: anyhow::Result<Status>) -> ExitCode {
+    match result {
+        Ok(status) => ExitCode::from(status.code()),
+        Err(error) => {
+            say!("{error:#}");
+            ExitCode::from(Status::Failed.code())
+        }
+    }
+}

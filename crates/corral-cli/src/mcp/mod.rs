@@ -1,0 +1,112 @@
+//! `corral mcp wrap`: the arguments become [`corral_mcp::WrapOptions`], the
+//! library relays, and what it did ([`corral_mcp::WrapExit`]) becomes the
+//! exit status and the report, with the kit.
+
+mod report;
+
+use std::time::Instant;
+
+use corral_mcp::WrapOptions;
+
+use crate::{
+    cli::WrapArgs,
+    kit::{
+        exit::Status,
+        report::tell_leftovers,
+        signals::{self, Watch},
+        sink::{self, Sink},
+        startup,
+    },
+};
+
+/// Runs the relay as a dedicated supervisor. `parent` is corral's parent pid
+/// as read first thing at start-up (its death counts as `SIGTERM`).
+///
+/// # Errors
+/// When corral itself fails before the relay starts (exit status 125).
+pub fn wrap(args: WrapArgs, parent: i32) -> anyhow::Result<Status> {
+    let sink = startup::supervisor(&args.report, args.verbose)?;
+    startup::supervise(relay(args, parent, sink))
+}
+
+async fn relay(args: WrapArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<Status> {
+    let started = Instant::now();
+    let mut options = WrapOptions::new(args.command.clone());
+    options.close_grace = args.close_grace;
+    options.kill_after = args.kill_after;
+    options.final_bound = args.final_bound;
+    options.max_frame_bytes = args.max_frame_bytes;
+    options.backend = args.backend;
+    let result = match signals::install(&signals::WRAP, parent) {
+        Err(error) => Err((Status::Failed, error)),
+        Ok(Watch::Armed(watch)) => corral_mcp::wrap(options, watch)
+            .await
+            .map_err(|error| (status_of(&error), anyhow::Error::new(error))),
+        Ok(Watch::ParentGone) => Err((
+            Status::Interrupted(corral::Signal::TERM),
+            anyhow::anyhow!(
+                "the parent process (the MCP client) is already gone; the server was not started"
+            ),
+        )),
+    };
+    let (status, report) = match result {
+        Ok(exit) => {
+            let status = Status::of_wrap(
+                exit.ending,
+                exit.received,
+                exit.finished.outcome,
+                exit.finished.leader,
+            );
+            tell_leftovers(
+                &exit.finished.report,
+                "of the server ",
+                "",
+                args.final_bound,
+            );
+            let report = report::of_exit(&args.command, &exit, status, started.elapsed());
+            (status, report)
+        }
+        Err((status, error)) => {
+            let message = format!("{error:#}");
+            say!("{message}");
+            let report = report::of_error(&args.command, message, status, started.elapsed());
+            (status, report)
+        }
+    };
+    sink::deliver(sink, &report);
+    Ok(status)
+}
+
+/// The exit status of a relay that failed.
+fn status_of(error: &corral_mcp::Error) -> Status {
+    match error {
+        corral_mcp::Error::Spawn(error) => Status::of_spawn_error(error),
+        _ => Status::Failed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relay_errors_map_to_their_rows() {
+        let spawn = |failure| {
+            corral_mcp::Error::Spawn(corral::Error::Spawn {
+                program: "x".into(),
+                failure,
+                source: std::io::ErrorKind::NotFound.into(),
+            })
+        };
+        assert_eq!(
+            status_of(&spawn(corral::SpawnFailure::NotFound)).code(),
+            127
+        );
+        assert_eq!(
+            status_of(&spawn(corral::SpawnFailure::NotExecutable)).code(),
+            126
+        );
+        assert_eq!(status_of(&spawn(corral::SpawnFailure::Other)).code(), 125);
+        assert_eq!(status_of(&corral_mcp::Error::NoCommand).code(), 125);
+    }
+}
