@@ -1,6 +1,8 @@
 //! `corral`: run a command as an owned process tree and end all of it on
 //! time. A drop-in for `timeout(1)`; see `corral run --help`.
 
+#![forbid(unsafe_code)]
+
 /// Writes one line starting `corral: ` to standard error. Never panics: a
 /// closed standard error must not crash corral while it owns a tree.
 macro_rules! say {

@@ -40,6 +40,7 @@
 //! - [`ending`](Ending): what ended the relay and what it did ([`WrapExit`]),
 //!   plain data at the bottom of the crate.
 
+#![forbid(unsafe_code)]
 #![cfg(target_os = "linux")]
 
 mod ending;

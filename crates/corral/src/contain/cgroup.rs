@@ -1,11 +1,15 @@
 //! The cgroup v2 backend: one leaf cgroup per invocation.
 //!
 //! The leaf is created under the cgroup this process is in (the root, or a
-//! delegated subtree). The child joins it before `exec` (a write of `0` to the
-//! leaf's `cgroup.procs` in the pre-exec hook), so no descendant is ever
-//! outside it. `cgroup.kill` kills every member atomically, including ones
-//! forked during the kill; `cgroup.events` says `populated 0` once all have
-//! exited, announced through inotify. Zombies do not count as populated.
+//! delegated subtree), with a name that never repeats (`corral-PID-RANDOM`).
+//! The leader is *born* in it (`clone3` with `CLONE_INTO_CGROUP`; on a kernel
+//! without `clone3`, a write of `0` to the leaf's `cgroup.procs` before
+//! `exec`), so no descendant is ever outside it. `cgroup.kill` kills every
+//! member atomically, including ones forked during the kill and those in
+//! cgroups a member made below the leaf; `cgroup.events` says `populated 0`
+//! once all have exited, announced by `poll(POLLPRI)` on the file itself
+//! (not inotify, whose teardown waits for an SRCU grace period). Zombies do
+//! not count as populated.
 //!
 //! A member that may write another cgroup's `cgroup.procs` (root, or the
 //! owner of a delegated subtree) can move itself out of the leaf, and then

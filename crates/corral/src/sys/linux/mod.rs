@@ -156,8 +156,6 @@ pub(crate) struct ChildSetup<'a> {
     pub(crate) cgroup_procs: Option<BorrowedFd<'a>>,
     /// Start a new process group led by the child.
     pub(crate) new_group: bool,
-    /// Signal the child when the thread that spawned it dies.
-    pub(crate) parent_death: Option<Signal>,
     /// Namespace, user and groups to take on (after joining the cgroup).
     pub(crate) creds: Credentials,
 }
@@ -165,8 +163,8 @@ pub(crate) struct ChildSetup<'a> {
 /// Spawns `command` with `setup` applied in the child before `exec`.
 ///
 /// Between fork and exec the child only makes raw, async-signal-safe system
-/// calls: `write`, `unshare`, `setgroups`, `setgid`, `setuid` and `prctl`,
-/// with no allocation and no locks.
+/// calls: `write`, `unshare`, `setgroups`, `setgid` and `setuid`, with no
+/// allocation and no locks.
 pub(crate) fn spawn(
     command: &mut std::process::Command,
     setup: ChildSetup<'_>,
@@ -175,13 +173,8 @@ pub(crate) fn spawn(
         command.process_group(0);
     }
     let procs_fd = setup.cgroup_procs.map(|fd| fd.as_raw_fd());
-    let death = match setup.parent_death {
-        Some(signal) => Some(rustix_signal(signal)?.as_raw()),
-        None => None,
-    };
-    let parent = getpid();
     let creds = setup.creds;
-    if procs_fd.is_some() || death.is_some() || !creds.is_empty() {
+    if procs_fd.is_some() || !creds.is_empty() {
         let hook = move || -> io::Result<()> {
             if let Some(fd) = procs_fd {
                 // "0" moves the writing process itself into the cgroup.
@@ -192,26 +185,14 @@ pub(crate) fn spawn(
                     return Err(io::Error::last_os_error());
                 }
             }
-            // After the move (a new cgroup namespace is rooted at the leaf)
-            // and before the parent-death signal (a change of user clears it).
+            // After the move: a new cgroup namespace is rooted at the leaf.
             // SAFETY: in the forked child before exec; raw syscalls only.
             unsafe { creds.apply() }.map_err(io::Error::from_raw_os_error)?;
-            if let Some(signal) = death {
-                // SAFETY: prctl(PR_SET_PDEATHSIG) is a plain syscall, async-signal-safe.
-                if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong) } != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                // The parent may have died before the prctl took effect.
-                // SAFETY: getppid is async-signal-safe.
-                if unsafe { libc::getppid() } != parent {
-                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
-                }
-            }
             Ok(())
         };
-        // SAFETY: the hook only calls async-signal-safe functions (write,
-        // raw credential syscalls, prctl, getppid) and does not allocate: `io::Error` from an OS code
-        // is stored inline.
+        // SAFETY: the hook only calls async-signal-safe functions (write and
+        // raw credential syscalls) and does not allocate: an `io::Error` from
+        // an OS code is stored inline.
         unsafe { command.pre_exec(hook) };
     }
     command.spawn()
