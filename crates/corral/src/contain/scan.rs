@@ -10,7 +10,7 @@ use std::{collections::HashSet, io, time::Duration};
 use tokio::time::Instant;
 
 use super::{
-    group, recorded,
+    group, orphaned,
     registry::{self, Others},
     subreaper,
 };
@@ -33,7 +33,7 @@ pub(crate) enum Rule {
     Subreaper(subreaper::Rule),
     Group(group::Rule),
     /// A tree rebuilt from its record, whose owner is gone.
-    Recorded(recorded::Rule),
+    Recorded(orphaned::Rule),
 }
 
 impl Rule {
