@@ -8,6 +8,10 @@
 /// the clock and the unit of `/proc/PID/stat` field 22, so a process forked
 /// after this call has a start time no earlier than its result. 0 if the
 /// clock cannot be read (then no process is judged younger than now).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/clock_gettime.2.html>
+/// - <https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html>
 pub(crate) fn boot_ticks() -> u64 {
     let mut now = libc::timespec {
         tv_sec: 0,

@@ -70,6 +70,10 @@ pub(crate) enum Clone3Error {
 
 /// Creates the process inside the cgroup and executes the program. Returns its
 /// pid and pidfd once `execve` succeeded.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/clone3.2.html>
+/// - <https://man7.org/linux/man-pages/man2/execve.2.html>
 pub(crate) fn spawn_into_cgroup(exec: &Exec<'_>) -> Result<(i32, OwnedFd), Clone3Error> {
     let argv: Vec<*const c_char> = exec
         .argv

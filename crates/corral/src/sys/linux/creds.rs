@@ -42,6 +42,12 @@ impl Credentials {
     /// Only in a freshly forked child before `exec` (it changes the whole
     /// process's identity); async-signal-safe: raw system calls, no
     /// allocation.
+    ///
+    /// # References
+    /// - <https://man7.org/linux/man-pages/man2/unshare.2.html>
+    /// - <https://man7.org/linux/man-pages/man2/setgroups.2.html>
+    /// - <https://man7.org/linux/man-pages/man2/setgid.2.html>
+    /// - <https://man7.org/linux/man-pages/man2/setuid.2.html>
     pub(crate) unsafe fn apply(&self) -> Result<(), i32> {
         // SAFETY (whole block): plain system calls with integer arguments and
         // a null list; errno is thread-local.

@@ -66,12 +66,18 @@ pub(crate) fn open_dir_at(at: Option<&OwnedFd>, name: &OsStr) -> io::Result<Owne
 
 /// `mkdirat(at, name, mode)`: the mode is set by the creation itself, so
 /// there is no window in which the directory is more open than `mode`.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/mkdirat.2.html>
 pub(crate) fn mkdir_at(at: &OwnedFd, name: &OsStr, mode: u32) -> io::Result<()> {
     Ok(rustix::fs::mkdirat(at, name, Mode::from_raw_mode(mode))?)
 }
 
 /// Opens `name` in `dir` for reading without following a symlink and without
 /// blocking (a FIFO opens at once and is then refused by its type).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/openat.2.html>
 pub(crate) fn open_file_at(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
     let flags =
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
@@ -80,6 +86,9 @@ pub(crate) fn open_file_at(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
 
 /// Creates `name` in `dir` (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode `mode`):
 /// fails if anything, a planted symlink included, already has the name.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/openat.2.html>
 pub(crate) fn create_exclusive_at(dir: &OwnedFd, name: &OsStr, mode: u32) -> io::Result<OwnedFd> {
     let flags = OFlags::WRONLY
         | OFlags::CREATE
@@ -97,6 +106,9 @@ pub(crate) fn create_exclusive_at(dir: &OwnedFd, name: &OsStr, mode: u32) -> io:
 
 /// Reads at most `cap` bytes from the start of an open file; more than that
 /// is an error (`FileTooLarge`), whatever its size claimed.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/read.2.html>
 pub(crate) fn read_capped(fd: &OwnedFd, cap: usize) -> io::Result<Vec<u8>> {
     let mut bytes = vec![0; cap + 1];
     let mut filled = 0;
@@ -119,6 +131,9 @@ pub(crate) fn read_capped(fd: &OwnedFd, cap: usize) -> io::Result<Vec<u8>> {
 }
 
 /// Writes all of `bytes` to `fd`.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/write.2.html>
 pub(crate) fn write_all(fd: &OwnedFd, mut bytes: &[u8]) -> io::Result<()> {
     while !bytes.is_empty() {
         match rustix::io::write(fd, bytes) {
@@ -132,21 +147,33 @@ pub(crate) fn write_all(fd: &OwnedFd, mut bytes: &[u8]) -> io::Result<()> {
 }
 
 /// `renameat(dir, from, dir, to)`: atomic within the directory.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/renameat.2.html>
 pub(crate) fn rename_at(dir: &OwnedFd, from: &OsStr, to: &OsStr) -> io::Result<()> {
     Ok(rustix::fs::renameat(dir, from, dir, to)?)
 }
 
 /// `unlinkat(dir, name, 0)`.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/unlinkat.2.html>
 pub(crate) fn unlink_at(dir: &OwnedFd, name: &OsStr) -> io::Result<()> {
     Ok(rustix::fs::unlinkat(dir, name, AtFlags::empty())?)
 }
 
 /// `unlinkat(dir, name, AT_REMOVEDIR)`.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/unlinkat.2.html>
 pub(crate) fn rmdir_at(dir: &OwnedFd, name: &OsStr) -> io::Result<()> {
     Ok(rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?)
 }
 
 /// The names in an open directory (without `.` and `..`).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/getdents64.2.html>
 pub(crate) fn names(dir: &OwnedFd) -> io::Result<Vec<OsString>> {
     let mut names = Vec::new();
     for entry in rustix::fs::Dir::read_from(dir)? {

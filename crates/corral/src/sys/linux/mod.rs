@@ -32,6 +32,9 @@ fn rustix_signal(signal: Signal) -> io::Result<rustix::process::Signal> {
 }
 
 /// This process's id.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/getpid.2.html>
 pub(crate) fn getpid() -> i32 {
     rustix::process::getpid().as_raw_nonzero().get()
 }
@@ -103,6 +106,9 @@ pub(crate) fn exit_status(pidfd: BorrowedFd<'_>, reap: bool) -> io::Result<Optio
 
 /// `waitpid(pid, WNOHANG)` for a zombie child adopted as subreaper. True if
 /// it was reaped.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/waitpid.2.html>
 pub(crate) fn reap(raw: i32) -> io::Result<bool> {
     let options = rustix::process::WaitOptions::NOHANG;
     Ok(rustix::process::waitpid(Some(pid(raw)?), options)?.is_some())
@@ -118,6 +124,9 @@ pub(crate) fn set_child_subreaper(on: bool) -> io::Result<()> {
 }
 
 /// `prctl(PR_GET_CHILD_SUBREAPER)`: whether this process is a subreaper.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/PR_GET_CHILD_SUBREAPER.2const.html>
 pub(crate) fn is_child_subreaper() -> io::Result<bool> {
     Ok(rustix::process::child_subreaper()?.is_some())
 }
@@ -143,6 +152,9 @@ pub(crate) fn open_events(path: &Path) -> io::Result<tokio::io::unix::AsyncFd<Ow
 }
 
 /// Reads a small kernfs file from the start through an open descriptor.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/pread.2.html>
 pub(crate) fn read_from_start(fd: BorrowedFd<'_>) -> io::Result<String> {
     let mut buf = [0u8; 512];
     let n = rustix::io::pread(fd, &mut buf, 0)?;
@@ -165,6 +177,11 @@ pub(crate) struct ChildSetup<'a> {
 /// Between fork and exec the child only makes raw, async-signal-safe system
 /// calls: `write`, `unshare`, `setgroups`, `setgid` and `setuid`, with no
 /// allocation and no locks.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/fork.2.html>
+/// - <https://man7.org/linux/man-pages/man2/setpgid.2.html>
+/// - <https://man7.org/linux/man-pages/man2/execve.2.html>
 pub(crate) fn spawn(
     command: &mut std::process::Command,
     setup: ChildSetup<'_>,
@@ -200,6 +217,9 @@ pub(crate) fn spawn(
 
 /// Whether `signal`'s disposition in this process is "ignore" (as `nohup`
 /// leaves SIGHUP), without changing it.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/sigaction.2.html>
 pub(crate) fn is_ignored(signal: Signal) -> io::Result<bool> {
     // SAFETY: an all-zero sigaction is a valid out-parameter.
     let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -233,6 +253,9 @@ pub(crate) fn is_unsupported(error: &io::Error) -> bool {
 
 /// Registers an owned descriptor with tokio's reactor; on failure the
 /// descriptor is handed back.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man7/epoll.7.html>
 pub(crate) fn async_fd_or_back(
     fd: OwnedFd,
 ) -> Result<tokio::io::unix::AsyncFd<OwnedFd>, (io::Error, OwnedFd)> {
@@ -250,21 +273,33 @@ pub(crate) fn is_not_executable(error: &io::Error) -> bool {
 }
 
 /// This process's parent pid (0 if it has none, e.g. in a new PID namespace).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/getppid.2.html>
 pub(crate) fn getppid() -> i32 {
     rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get())
 }
 
 /// The effective user id.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/geteuid.2.html>
 pub(crate) fn geteuid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
 
 /// The effective group id.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/getegid.2.html>
 pub(crate) fn getegid() -> u32 {
     rustix::process::getegid().as_raw()
 }
 
 /// Blocks until `fd` is readable (a pidfd: until its process exits).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/poll.2.html>
 pub(crate) fn wait_readable(fd: BorrowedFd<'_>) -> io::Result<()> {
     use rustix::event::{PollFd, PollFlags, poll};
     loop {
@@ -279,6 +314,9 @@ pub(crate) fn wait_readable(fd: BorrowedFd<'_>) -> io::Result<()> {
 }
 
 /// Sets `signal` to be ignored by this process.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/signal.2.html>
 pub(crate) fn ignore(signal: Signal) -> io::Result<()> {
     // SAFETY: SIG_IGN installs no handler code; `signal` is a valid number.
     if unsafe { libc::signal(signal.number(), libc::SIG_IGN) } == libc::SIG_ERR {
@@ -288,6 +326,9 @@ pub(crate) fn ignore(signal: Signal) -> io::Result<()> {
 }
 
 /// Opens a directory for use as a handle (a cgroup for `CLONE_INTO_CGROUP`).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/openat.2.html>
 pub(crate) fn open_dir(path: &Path) -> io::Result<OwnedFd> {
     use rustix::fs::{Mode, OFlags};
     Ok(rustix::fs::open(
@@ -298,11 +339,17 @@ pub(crate) fn open_dir(path: &Path) -> io::Result<OwnedFd> {
 }
 
 /// A pipe whose both ends are close-on-exec: (read end, write end).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/pipe2.2.html>
 pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
 }
 
 /// Whether `path` is a regular file this process may execute.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/access.2.html>
 pub(crate) fn is_executable_file(path: &Path) -> io::Result<bool> {
     if !std::fs::metadata(path)?.is_file() {
         return Ok(false);
@@ -311,6 +358,10 @@ pub(crate) fn is_executable_file(path: &Path) -> io::Result<bool> {
 }
 
 /// Kills our child through its pidfd and reaps it (spawn error paths).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/pidfd_send_signal.2.html>
+/// - <https://man7.org/linux/man-pages/man2/waitid.2.html>
 pub(crate) fn kill_and_reap(pidfd: BorrowedFd<'_>) {
     let _ = rustix::process::pidfd_send_signal(pidfd, rustix::process::Signal::KILL);
     let _ = rustix::process::waitid(WaitId::PidFd(pidfd), WaitIdOptions::EXITED);
@@ -319,6 +370,9 @@ pub(crate) fn kill_and_reap(pidfd: BorrowedFd<'_>) {
 /// Whether this process's children are reaped by the kernel (SIGCHLD set to
 /// `SIG_IGN`, or `SA_NOCLDWAIT`): their pids are then freed while corral still
 /// names them, so supervision is refused.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/sigaction.2.html>
 pub(crate) fn children_autoreaped() -> io::Result<bool> {
     // SAFETY: an all-zero sigaction is a valid out-parameter.
     let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -331,6 +385,9 @@ pub(crate) fn children_autoreaped() -> io::Result<bool> {
 
 /// Whether this process has a single thread (so that `fork` copies no lock
 /// another thread holds).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man5/proc_pid_task.5.html>
 pub(crate) fn single_threaded() -> bool {
     std::fs::read_dir("/proc/self/task")
         .map(|d| d.count() == 1)
@@ -362,11 +419,17 @@ pub(crate) fn fork() -> io::Result<Forked> {
 }
 
 /// Makes this process the leader of a new process group.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/setpgid.2.html>
 pub(crate) fn own_process_group() -> io::Result<()> {
     Ok(rustix::process::setpgid(None, None)?)
 }
 
 /// Points standard output at `/dev/null`.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/dup2.2.html>
 pub(crate) fn stdout_to_null() -> io::Result<()> {
     let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
     Ok(rustix::stdio::dup2_stdout(&null)?)
@@ -374,6 +437,10 @@ pub(crate) fn stdout_to_null() -> io::Result<()> {
 
 /// Reaps our child through its pidfd, waiting at most `limit` for it to exit
 /// (woken by the pidfd, not by polling).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/poll.2.html>
+/// - <https://man7.org/linux/man-pages/man2/waitid.2.html>
 pub(crate) fn reap_within(pidfd: BorrowedFd<'_>, limit: std::time::Duration) {
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
     let timeout = Timespec::try_from(limit).unwrap_or(Timespec {
