@@ -29,6 +29,7 @@ mod registry;
 mod scan;
 mod subreaper;
 mod tree;
+mod walker;
 
 pub(crate) use leader::Leader;
 pub(crate) use recorded::{Ended, Named, Rebuilt, is_corral_leaf, rebuild, running_members};

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::{
     group, orphaned,
     registry::{self, Others},
-    subreaper,
+    subreaper, walker,
 };
 use crate::{
     identity::ProcessInfo,
@@ -23,6 +23,8 @@ use crate::{
 /// How often emptiness is re-checked while waiting: starts fast, backs off.
 const POLL_MIN: Duration = Duration::from_millis(1);
 const POLL_MAX: Duration = Duration::from_millis(20);
+/// How old a shared walk a re-scan of a running tree may use.
+const REFRESH_SHARE: Duration = Duration::from_millis(200);
 
 /// Processes by identity: (pid, start time).
 type Identities = HashSet<(i32, u64)>;
@@ -166,19 +168,26 @@ impl ScannedTree {
         if matches!(self.rule, Rule::Subreaper(_)) {
             registry::forget_gone(&table);
         }
+        Ok((self.absorb(&table), reached))
+    }
+
+    /// Judges membership on a walk: the running members, remembered (as
+    /// `last` and in `known`) for the next judgement.
+    fn absorb(&mut self, table: &[Stat]) -> Vec<Stat> {
+        let live = self.live;
         // Taken after the walk: every leader the walk saw is in it, or its
         // spawn is, still in progress (see `registry`).
         let others = registry::others(live);
-        self.exited = self.rule.tidy(&table, &others);
-        self.undecided = self.rule.undecided(&table, &others);
-        let mut members = self.rule.members(&table, &others);
+        self.exited = self.rule.tidy(table, &others);
+        self.undecided = self.rule.undecided(table, &others);
+        let mut members = self.rule.members(table, &others);
         let still_known: Vec<i32> = table
             .iter()
             .filter(|s| self.known.contains(&(s.pid, s.start_time)))
             .filter(|s| !self.rule.disowns(s, &others))
             .map(|s| s.pid)
             .collect();
-        for stat in identity::descendants(&table, &still_known) {
+        for stat in identity::descendants(table, &still_known) {
             if !members.iter().any(|m| m.pid == stat.pid) {
                 members.push(stat);
             }
@@ -189,14 +198,39 @@ impl ScannedTree {
         if let Some(live) = live {
             registry::found(live, self.last.iter().copied());
         }
-        Ok((members, reached))
+        members
+    }
+
+    /// Whether this tree judges on walks shared with the host's other trees
+    /// (`walker.rs`). A subreaper tree walks on its own: it signals its
+    /// adopted orphans the moment its walk reads them (there is one such
+    /// tree per process, so nothing to share).
+    fn shares_walks(&self) -> bool {
+        !matches!(self.rule, Rule::Subreaper(_))
+    }
+
+    /// A scan on a walk that started after this call: shared with every tree
+    /// that asks at about the same time.
+    async fn scan_shared(&mut self) -> io::Result<Vec<Stat>> {
+        if !self.shares_walks() {
+            return self.scan();
+        }
+        let table = walker::after(std::time::Instant::now()).await?;
+        Ok(self.absorb(&table))
     }
 
     /// Scans; returns the running members if they changed since the last
     /// scan (members that exited are dropped, new ones added).
     pub(crate) fn refresh(&mut self) -> Option<Vec<crate::identity::Identity>> {
         let before: Identities = self.last.iter().copied().collect();
-        if let Err(error) = self.scan() {
+        let scanned = if self.shares_walks() {
+            walker::recent(REFRESH_SHARE).map(|table| {
+                self.absorb(&table);
+            })
+        } else {
+            self.scan().map(|_| ())
+        };
+        if let Err(error) = scanned {
             tracing::debug!(%error, "re-scan failed");
         }
         let changed =
@@ -230,6 +264,34 @@ impl ScannedTree {
         Ok(delivered)
     }
 
+    /// [`signal`](Self::signal), judged on a walk shared with the host's other
+    /// trees (see `walker.rs`).
+    pub(crate) async fn signal_shared(&mut self, signal: Signal) -> io::Result<usize> {
+        if !self.shares_walks() {
+            return self.signal(signal);
+        }
+        let members = self.scan_shared().await?;
+        self.rule.signal_wholesale(signal)?;
+        let mut delivered = 0;
+        for member in members {
+            match identity::signal_verified(member.pid, member.start_time, signal) {
+                Ok(Delivery::Sent) => delivered += 1,
+                Ok(Delivery::Gone) => {}
+                Err(error) => tracing::warn!(pid = member.pid, %signal, %error, "signal failed"),
+            }
+        }
+        Ok(delivered)
+    }
+
+    /// [`is_empty`](Self::is_empty), judged on a walk that started after
+    /// the last members were seen gone, shared with the host's other trees.
+    pub(crate) async fn is_empty_shared(&mut self) -> io::Result<bool> {
+        if self.a_member_still_runs() {
+            return Ok(false);
+        }
+        Ok(self.scan_shared().await?.is_empty() && !self.members_exiting() && self.undecided == 0)
+    }
+
     /// Whether the walk found no member, and no member exited since the
     /// previous walk (the trail a hopping process leaves). While a member
     /// the last walk found still runs, the answer is no without a walk:
@@ -257,15 +319,15 @@ impl ScannedTree {
         loop {
             if kill_late {
                 // Members forked since the last SIGKILL are killed on sight.
-                if self.signal(Signal::KILL)? == 0 && self.is_empty()? {
+                if self.signal_shared(Signal::KILL).await? == 0 && self.is_empty_shared().await? {
                     return Ok(true);
                 }
-            } else if self.is_empty()? {
+            } else if self.is_empty_shared().await? {
                 return Ok(true);
             }
             let now = Instant::now();
             if now >= deadline {
-                return self.is_empty();
+                return self.is_empty_shared().await;
             }
             tokio::time::sleep_until(deadline.min(now + pause)).await;
             // While members keep exiting (a hopping process), look again soon.

@@ -124,11 +124,21 @@ impl Tree {
     }
 
     /// Sends `signal` to every running member. Returns how many were
-    /// signalled, or `None` where the kernel does it without naming them.
-    pub(crate) fn signal(&mut self, signal: Signal) -> std::io::Result<Option<usize>> {
+    /// signalled, or `None` where the kernel does it without naming them. A
+    /// scanned tree judges on a `/proc` walk shared with the host's other
+    /// trees.
+    pub(crate) async fn signal_shared(&mut self, signal: Signal) -> std::io::Result<Option<usize>> {
         match self {
             Tree::Cgroup(tree) => tree.signal(signal),
-            Tree::Scanned(tree) => tree.signal(signal).map(Some),
+            Tree::Scanned(tree) => tree.signal_shared(signal).await.map(Some),
+        }
+    }
+
+    /// [`is_empty`](Self::is_empty) for a supervision, on a shared walk.
+    pub(crate) async fn is_empty_shared(&mut self) -> std::io::Result<bool> {
+        match self {
+            Tree::Cgroup(tree) => tree.is_empty(),
+            Tree::Scanned(tree) => tree.is_empty_shared().await,
         }
     }
 

@@ -19,10 +19,10 @@ use crate::{
 /// What the termination loop needs from a tree.
 pub(crate) trait Members {
     /// Whether no member is running.
-    fn is_empty(&mut self) -> io::Result<bool>;
+    async fn is_empty(&mut self) -> io::Result<bool>;
     /// Sends `signal` to every member: how many, or `None` where the kernel
     /// reaches them without naming them.
-    fn signal(&mut self, signal: Signal) -> io::Result<Option<usize>>;
+    async fn signal(&mut self, signal: Signal) -> io::Result<Option<usize>>;
     /// Waits until the tree is empty (true) or `deadline` passes (false);
     /// with `kill_late`, members that appear meanwhile are killed on sight.
     async fn wait_empty(&mut self, deadline: Instant, kill_late: bool) -> io::Result<bool>;
@@ -35,12 +35,12 @@ pub(crate) trait Members {
 }
 
 impl Members for Tree {
-    fn is_empty(&mut self) -> io::Result<bool> {
-        Tree::is_empty(self)
+    async fn is_empty(&mut self) -> io::Result<bool> {
+        Tree::is_empty_shared(self).await
     }
 
-    fn signal(&mut self, signal: Signal) -> io::Result<Option<usize>> {
-        Tree::signal(self, signal)
+    async fn signal(&mut self, signal: Signal) -> io::Result<Option<usize>> {
+        Tree::signal_shared(self, signal).await
     }
 
     async fn wait_empty(&mut self, deadline: Instant, kill_late: bool) -> io::Result<bool> {
@@ -71,15 +71,15 @@ pub(crate) async fn terminate(
 ) {
     let mut escalation = Escalation::new(policy);
     loop {
-        let empty = tree.is_empty().unwrap_or_else(|error| {
+        let empty = tree.is_empty().await.unwrap_or_else(|error| {
             report
                 .notes
                 .push(format!("checking the tree failed: {error}"));
             false
         });
         match escalation.next(Instant::now(), empty) {
-            Step::Signal(signal) => send(tree, signal, started, report),
-            Step::Kill => send(tree, Signal::KILL, started, report),
+            Step::Signal(signal) => send(tree, signal, started, report).await,
+            Step::Kill => send(tree, Signal::KILL, started, report).await,
             Step::WaitUntil(deadline) => {
                 if let Err(error) = tree.wait_empty(deadline, escalation.killing()).await {
                     report
@@ -98,9 +98,14 @@ pub(crate) async fn terminate(
     report.escalated = escalation.escalated();
 }
 
-fn send(tree: &mut impl Members, signal: Signal, started: Instant, report: &mut CleanupReport) {
+async fn send(
+    tree: &mut impl Members,
+    signal: Signal,
+    started: Instant,
+    report: &mut CleanupReport,
+) {
     let at = started.elapsed();
-    match tree.signal(signal) {
+    match tree.signal(signal).await {
         Ok(delivered) => {
             tracing::debug!(%signal, ?delivered, "signal sent");
             report.signals.push(SignalSent {
@@ -175,14 +180,14 @@ mod tests {
     }
 
     impl Members for Fake {
-        fn is_empty(&mut self) -> io::Result<bool> {
+        async fn is_empty(&mut self) -> io::Result<bool> {
             if self.fail_checks {
                 return Err(io::Error::other("no /proc"));
             }
             Ok(self.gone())
         }
 
-        fn signal(&mut self, signal: Signal) -> io::Result<Option<usize>> {
+        async fn signal(&mut self, signal: Signal) -> io::Result<Option<usize>> {
             self.sent.push(signal);
             let fatal = self
                 .dies_of
