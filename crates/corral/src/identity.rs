@@ -6,7 +6,7 @@
 //! has the start time corral saw when it judged the process a member; only then
 //! does it signal, through the pidfd.
 
-use std::{fs, io};
+use std::{collections::HashMap, fs, io};
 
 use serde::{Deserialize, Serialize};
 
@@ -215,6 +215,98 @@ pub(crate) fn signal_if(
     }
 }
 
+/// The children of `pid` (of every one of its threads), from
+/// `/proc/PID/task/TID/children`: a look at one process instead of a walk of
+/// the host. `None` where the kernel lacks these files
+/// (`CONFIG_PROC_CHILDREN`); an empty list if the process is gone.
+pub(crate) fn children(pid: i32) -> Option<Vec<i32>> {
+    let tasks = match fs::read_dir(format!("/proc/{pid}/task")) {
+        Ok(tasks) => tasks,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Some(Vec::new()),
+        Err(_) => return None,
+    };
+    let mut children = Vec::new();
+    for task in tasks.flatten() {
+        match fs::read_to_string(task.path().join("children")) {
+            Ok(text) => children.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            ),
+            Err(error) if error.kind() == io::ErrorKind::NotFound && task.path().exists() => {
+                return None;
+            }
+            Err(_) => {}
+        }
+    }
+    Some(children)
+}
+
+/// One walk of `/proc`, indexed by pid, parent and process group, so that a
+/// tree's members are found in time proportional to the tree, not to the
+/// host (a walk is shared by every scanned tree of a host: `contain/walker.rs`).
+#[derive(Debug, Default)]
+pub(crate) struct ProcessTable {
+    stats: Vec<Stat>,
+    by_pid: HashMap<i32, usize>,
+    children: HashMap<i32, Vec<usize>>,
+    groups: HashMap<i32, Vec<usize>>,
+}
+
+impl ProcessTable {
+    pub(crate) fn new(stats: Vec<Stat>) -> Self {
+        let mut table = Self {
+            by_pid: HashMap::with_capacity(stats.len()),
+            ..Self::default()
+        };
+        for (n, stat) in stats.iter().enumerate() {
+            table.by_pid.insert(stat.pid, n);
+            table.children.entry(stat.ppid).or_default().push(n);
+            table.groups.entry(stat.pgid).or_default().push(n);
+        }
+        table.stats = stats;
+        table
+    }
+
+    /// The entry of `pid`, if the walk saw it.
+    pub(crate) fn get(&self, pid: i32) -> Option<&Stat> {
+        self.by_pid.get(&pid).map(|&n| &self.stats[n])
+    }
+
+    /// The processes in process group `pgid`.
+    pub(crate) fn group(&self, pgid: i32) -> impl Iterator<Item = &Stat> {
+        self.groups
+            .get(&pgid)
+            .into_iter()
+            .flatten()
+            .map(|&n| &self.stats[n])
+    }
+
+    /// [`descendants`] through the parent index.
+    pub(crate) fn descendants(&self, roots: &[i32]) -> Vec<Stat> {
+        let mut members: Vec<Stat> = roots.iter().filter_map(|&r| self.get(r)).cloned().collect();
+        let mut seen: std::collections::HashSet<i32> = roots.iter().copied().collect();
+        let mut frontier: Vec<i32> = roots.to_vec();
+        while let Some(parent) = frontier.pop() {
+            for &n in self.children.get(&parent).into_iter().flatten() {
+                let child = &self.stats[n];
+                if seen.insert(child.pid) {
+                    members.push(child.clone());
+                    frontier.push(child.pid);
+                }
+            }
+        }
+        members
+    }
+}
+
+impl std::ops::Deref for ProcessTable {
+    type Target = [Stat];
+
+    fn deref(&self) -> &[Stat] {
+        &self.stats
+    }
+}
+
 /// Every process whose parent chain leads to one of `roots` (roots included).
 pub(crate) fn descendants(table: &[Stat], roots: &[i32]) -> Vec<Stat> {
     let mut members: Vec<Stat> = Vec::new();
@@ -249,6 +341,37 @@ pub(crate) mod tests {
             sid: pgid,
             start_time,
         }
+    }
+
+    #[test]
+    fn the_indexed_table_finds_what_the_plain_walk_finds() {
+        let table = vec![
+            stat(1, 0, 1, 1),
+            stat(10, 1, 10, 5),
+            stat(11, 10, 10, 6),
+            stat(12, 11, 12, 7),
+            stat(20, 1, 20, 8),
+            stat(21, 20, 10, 9),
+            stat(30, 31, 30, 9),
+            stat(31, 30, 30, 9),
+        ];
+        let indexed = ProcessTable::new(table.clone());
+        let pids = |mut v: Vec<Stat>| {
+            v.sort_by_key(|s| s.pid);
+            v.into_iter().map(|s| s.pid).collect::<Vec<_>>()
+        };
+        for roots in [&[10][..], &[30], &[1], &[20, 12], &[99]] {
+            assert_eq!(
+                pids(indexed.descendants(roots)),
+                pids(descendants(&table, roots)),
+                "{roots:?}"
+            );
+        }
+        let mut group: Vec<i32> = indexed.group(10).map(|s| s.pid).collect();
+        group.sort_unstable();
+        assert_eq!(group, vec![10, 11, 21]);
+        assert_eq!(indexed.get(21).map(|s| s.ppid), Some(20));
+        assert!(indexed.get(99).is_none());
     }
 
     #[test]

@@ -463,6 +463,42 @@ impl CgroupTree {
         if members.is_empty() {
             return;
         }
+        // Parent links from the members listed in the leaf: a look at each
+        // member's children, not a walk of the host (a cleanup of many trees
+        // at once would walk it once per tree).
+        let listed: HashSet<i32> = members.iter().map(|&(pid, _)| pid).collect();
+        let mut looked: HashSet<i32> = listed.clone();
+        let mut frontier: Vec<i32> = listed.iter().copied().collect();
+        let mut departed = Vec::new();
+        while let Some(parent) = frontier.pop() {
+            let Some(children) = identity::children(parent) else {
+                return self.remember_departed_children_by_walk(members);
+            };
+            for child in children {
+                if !looked.insert(child) {
+                    continue;
+                }
+                if let Ok(stat) = identity::read_stat(child)
+                    && stat.is_running()
+                    && !self.holds(child)
+                {
+                    departed.push((child, stat.start_time));
+                    frontier.push(child);
+                }
+            }
+        }
+        if !departed.is_empty() {
+            tracing::warn!(
+                count = departed.len(),
+                "members found outside the leaf cgroup"
+            );
+        }
+        self.seen.extend(departed);
+    }
+
+    /// [`remember_departed_children`](Self::remember_departed_children) on
+    /// a kernel without `/proc/PID/task/TID/children`: one walk of the host.
+    fn remember_departed_children_by_walk(&mut self, members: &[(i32, u64)]) {
         let Ok(table) = identity::all_processes() else {
             return;
         };
@@ -481,12 +517,6 @@ impl CgroupTree {
             .filter(|stat| !self.holds(stat.pid))
             .map(|stat| (stat.pid, stat.start_time))
             .collect();
-        if !departed.is_empty() {
-            tracing::warn!(
-                count = departed.len(),
-                "members found outside the leaf cgroup"
-            );
-        }
         self.seen.extend(departed);
     }
 

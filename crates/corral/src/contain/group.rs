@@ -16,7 +16,7 @@
 use std::io;
 
 use super::{Leader, registry::Others};
-use crate::identity::descendants;
+use crate::identity::ProcessTable;
 use crate::{identity::Stat, signal::Signal, sys};
 
 /// Membership for a process-group tree.
@@ -33,9 +33,14 @@ impl Rule {
     /// The leader's descendants and its group, less another live tree's
     /// leader (none of which can be there unless a process of ours joined
     /// their ranks; a leader is never ours to judge).
-    pub(crate) fn members(&self, table: &[Stat], others: &Others) -> Vec<Stat> {
-        let mut members = descendants(table, &[self.leader]);
-        for stat in table.iter().filter(|s| s.pgid == self.leader) {
+    /// The leader's pid (the group's id).
+    pub(crate) fn leader(&self) -> i32 {
+        self.leader
+    }
+
+    pub(crate) fn members(&self, table: &ProcessTable, others: &Others) -> Vec<Stat> {
+        let mut members = table.descendants(&[self.leader]);
+        for stat in table.group(self.leader) {
             if !members.iter().any(|m| m.pid == stat.pid) {
                 members.push(stat.clone());
             }
@@ -70,7 +75,7 @@ mod tests {
             stat(106, 100, 106, 55), // a sibling: not ours
         ];
         let mut pids: Vec<i32> = Rule { leader: 101 }
-            .members(&table, &Others::default())
+            .members(&ProcessTable::new(table), &Others::default())
             .iter()
             .map(|s| s.pid)
             .collect();

@@ -4,7 +4,7 @@
 
 use crate::{
     backend::Backend,
-    identity::{Identity, Stat, descendants},
+    identity::{Identity, ProcessTable, Stat},
 };
 
 /// Membership for a tree rebuilt from its record: the leader and the
@@ -21,11 +21,11 @@ pub(crate) struct Rule {
 }
 
 impl Rule {
-    pub(crate) fn members(&self, table: &[Stat]) -> Vec<Stat> {
+    pub(crate) fn members(&self, table: &ProcessTable) -> Vec<Stat> {
         let holds = |who: &Identity| {
             table
-                .iter()
-                .any(|s| s.pid == who.pid && s.start_time == who.start_time)
+                .get(who.pid)
+                .is_some_and(|s| s.start_time == who.start_time)
         };
         let roots: Vec<i32> = self
             .roots
@@ -33,11 +33,11 @@ impl Rule {
             .filter(|who| holds(who))
             .map(|who| who.pid)
             .collect();
-        let mut found = descendants(table, &roots);
+        let mut found = table.descendants(&roots);
         if let (Backend::Group, Some(leader)) = (self.backend, self.leader.filter(holds)) {
             for stat in table
-                .iter()
-                .filter(|s| s.pgid == leader.pid && s.start_time >= leader.start_time)
+                .group(leader.pid)
+                .filter(|s| s.start_time >= leader.start_time)
             {
                 if !found.iter().any(|m| m.pid == stat.pid) {
                     found.push(stat.clone());
@@ -85,7 +85,11 @@ mod tests {
             ],
         };
         let pids = |rule: Rule| {
-            let mut pids: Vec<i32> = rule.members(&table).iter().map(|s| s.pid).collect();
+            let mut pids: Vec<i32> = rule
+                .members(&ProcessTable::new(table.clone()))
+                .iter()
+                .map(|s| s.pid)
+                .collect();
             pids.sort_unstable();
             pids
         };

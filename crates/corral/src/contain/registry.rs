@@ -22,7 +22,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet, HashSet},
     path::{Path, PathBuf},
-    sync::{Mutex, MutexGuard, PoisonError},
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
 use super::Backend;
@@ -209,13 +209,41 @@ fn snapshot(table: &Table, id: Option<u64>) -> Others {
         ..Others::default()
     };
     others.members.extend(table.released.iter().copied());
+    let mut leaders = HashSet::new();
     for (_, entry) in table.trees.iter().filter(|(k, _)| Some(**k) != id) {
-        others.leaders.insert(entry.leader);
+        leaders.insert(entry.leader);
         others.groups.extend(entry.group);
         others.cgroups.extend(entry.cgroup.clone());
         others.members.extend(entry.members.iter().copied());
     }
+    others.leaders = Arc::new(leaders);
     others
+}
+
+/// Every live tree's leader, this one's included, cached until a spawn is
+/// announced or a tree enters or leaves: what a process-group tree needs of
+/// the others (their leaders are never its members), at no cost per scan.
+pub(crate) fn leaders() -> Others {
+    /// The leaders as of (generation, number of trees).
+    type Cached = Option<((u64, usize), Arc<HashSet<i32>>)>;
+    static CACHE: Mutex<Cached> = Mutex::new(None);
+    let table = table();
+    let key = (table.generation, table.trees.len());
+    let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
+    let leaders = match &*cache {
+        Some((cached, leaders)) if *cached == key => Arc::clone(leaders),
+        _ => {
+            let leaders: Arc<HashSet<i32>> =
+                Arc::new(table.trees.values().map(|entry| entry.leader).collect());
+            *cache = Some((key, Arc::clone(&leaders)));
+            leaders
+        }
+    };
+    Others {
+        generation: table.generation,
+        leaders,
+        ..Others::default()
+    }
 }
 
 /// What the other live trees of this process hold, at one moment: a plain
@@ -228,7 +256,7 @@ pub(crate) struct Others {
     /// a process that started since may be its leader, not yet recorded.
     pub(crate) spawning_since: Option<u64>,
     /// Their leaders' pids.
-    pub(crate) leaders: HashSet<i32>,
+    pub(crate) leaders: Arc<HashSet<i32>>,
     /// The process groups of the group-backed ones.
     pub(crate) groups: HashSet<i32>,
     /// The members their scans found, and the processes trees let go, by
@@ -325,7 +353,7 @@ mod tests {
         Others {
             generation: 0,
             spawning_since: None,
-            leaders: [300, 400].into(),
+            leaders: Arc::new([300, 400].into()),
             groups: [400].into(),
             members: [(501, 70)].into(),
             cgroups: vec!["/corral/leaf-1".to_owned()],

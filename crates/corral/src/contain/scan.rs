@@ -16,7 +16,7 @@ use super::{
 };
 use crate::{
     identity::ProcessInfo,
-    identity::{self, Delivery, Stat},
+    identity::{self, Delivery, ProcessTable, Stat},
     signal::Signal,
 };
 
@@ -39,7 +39,7 @@ pub(crate) enum Rule {
 }
 
 impl Rule {
-    fn members(&self, table: &[Stat], others: &Others) -> Vec<Stat> {
+    fn members(&self, table: &ProcessTable, others: &Others) -> Vec<Stat> {
         match self {
             Rule::Subreaper(rule) => rule.members(table, others, &registry::cgroup_of),
             Rule::Group(rule) => rule.members(table, others),
@@ -53,7 +53,7 @@ impl Rule {
     fn disowns(&self, stat: &Stat, others: &Others) -> bool {
         match self {
             Rule::Subreaper(_) => others.claims(stat),
-            Rule::Group(_) => others.is_leader(stat),
+            Rule::Group(rule) => stat.pid != rule.leader() && others.is_leader(stat),
             Rule::Recorded(_) => false,
         }
     }
@@ -168,26 +168,31 @@ impl ScannedTree {
         if matches!(self.rule, Rule::Subreaper(_)) {
             registry::forget_gone(&table);
         }
-        Ok((self.absorb(&table), reached))
+        Ok((self.absorb(&ProcessTable::new(table)), reached))
     }
 
     /// Judges membership on a walk: the running members, remembered (as
     /// `last` and in `known`) for the next judgement.
-    fn absorb(&mut self, table: &[Stat]) -> Vec<Stat> {
+    fn absorb(&mut self, table: &ProcessTable) -> Vec<Stat> {
         let live = self.live;
         // Taken after the walk: every leader the walk saw is in it, or its
-        // spawn is, still in progress (see `registry`).
-        let others = registry::others(live);
+        // spawn is, still in progress (see `registry`). A group or recorded
+        // tree needs only the other trees' leaders (a cached set).
+        let others = match self.rule {
+            Rule::Subreaper(_) => registry::others(live),
+            Rule::Group(_) | Rule::Recorded(_) => registry::leaders(),
+        };
         self.exited = self.rule.tidy(table, &others);
         self.undecided = self.rule.undecided(table, &others);
         let mut members = self.rule.members(table, &others);
-        let still_known: Vec<i32> = table
+        let still_known: Vec<i32> = self
+            .known
             .iter()
-            .filter(|s| self.known.contains(&(s.pid, s.start_time)))
+            .filter_map(|&(pid, start_time)| table.get(pid).filter(|s| s.start_time == start_time))
             .filter(|s| !self.rule.disowns(s, &others))
             .map(|s| s.pid)
             .collect();
-        for stat in identity::descendants(table, &still_known) {
+        for stat in table.descendants(&still_known) {
             if !members.iter().any(|m| m.pid == stat.pid) {
                 members.push(stat);
             }

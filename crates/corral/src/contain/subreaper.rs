@@ -252,7 +252,7 @@ mod tests {
             stat(131, 130, 130, 61), // its child
         ];
         let mut others = Others::default();
-        others.leaders = [110, 120].into();
+        others.leaders = std::sync::Arc::new([110, 120].into());
         others.groups = [110].into();
         others.members = [(130, 60)].into();
         others.cgroups = vec!["/leaf".to_owned()];

@@ -24,13 +24,13 @@ use std::{
 
 use tokio::sync::Notify;
 
-use crate::identity::{self, Stat};
+use crate::identity::{self, ProcessTable};
 
 /// A finished walk.
 #[derive(Debug)]
 struct Walk {
     started: Instant,
-    table: Arc<Vec<Stat>>,
+    table: Arc<ProcessTable>,
 }
 
 static LATEST: Mutex<Option<Walk>> = Mutex::new(None);
@@ -43,9 +43,9 @@ fn latest() -> MutexGuard<'static, Option<Walk>> {
 }
 
 /// Walks now and keeps the result for the others.
-fn walk() -> io::Result<Arc<Vec<Stat>>> {
+fn walk() -> io::Result<Arc<ProcessTable>> {
     let started = Instant::now();
-    let table = Arc::new(identity::all_processes()?);
+    let table = Arc::new(ProcessTable::new(identity::all_processes()?));
     let mut latest = latest();
     if latest.as_ref().is_none_or(|w| w.started < started) {
         *latest = Some(Walk {
@@ -57,7 +57,7 @@ fn walk() -> io::Result<Arc<Vec<Stat>>> {
 }
 
 /// The latest walk if it started at most `max_age` ago, else a new one.
-pub(crate) fn recent(max_age: Duration) -> io::Result<Arc<Vec<Stat>>> {
+pub(crate) fn recent(max_age: Duration) -> io::Result<Arc<ProcessTable>> {
     if let Some(walk) = latest().as_ref().filter(|w| w.started.elapsed() <= max_age) {
         return Ok(Arc::clone(&walk.table));
     }
@@ -69,7 +69,7 @@ pub(crate) fn recent(max_age: Duration) -> io::Result<Arc<Vec<Stat>>> {
 ///
 /// # Cancel safety
 /// Cancel safe: a cancelled walker releases the role (the next caller walks).
-pub(crate) async fn after(since: Instant) -> io::Result<Arc<Vec<Stat>>> {
+pub(crate) async fn after(since: Instant) -> io::Result<Arc<ProcessTable>> {
     loop {
         if let Some(walk) = latest().as_ref().filter(|w| w.started >= since) {
             return Ok(Arc::clone(&walk.table));
