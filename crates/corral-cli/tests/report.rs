@@ -13,11 +13,11 @@ use common::{backend_available, corral};
 use serde_json::Value;
 
 fn golden_path() -> PathBuf {
-    common::manifest_dir().join("tests/golden/report.json")
+    corral_tests::manifest_dir!().join("tests/golden/report.json")
 }
 
 fn temp(name: &str) -> PathBuf {
-    common::scratch(&format!("{name}.json"))
+    corral_tests::scratch(&format!("{name}.json"))
 }
 
 fn read_json(path: &PathBuf) -> Value {

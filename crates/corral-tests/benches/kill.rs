@@ -31,13 +31,13 @@ use std::{
 };
 
 use corral::{Backend, BackendChoice, Input, Output};
-use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use corral_tests::{
     Guard, Proc,
     bench::{Knobs, leaf_parent, machine_line, median, ms, p90, ratio, report_cgroups_left},
     proc::count_alive,
     try_parse_ready,
 };
+use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 /// Bounds reading the readiness line (1000 forks on a loaded 2-core VM).

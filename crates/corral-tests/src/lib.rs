@@ -31,7 +31,9 @@ pub mod this_process;
 pub mod wait;
 
 pub use guard::{Bystander, Guard, Owned, kill_leftovers, kill_within};
-pub use lines::{Lines, READY_TIMEOUT, parse_ready, read_ready, read_ready_blocking, try_parse_ready};
+pub use lines::{
+    Lines, READY_TIMEOUT, parse_ready, read_ready, read_ready_blocking, try_parse_ready,
+};
 pub use paths::{Scratch, scratch};
 pub use proc::{Proc, Stat, stat};
 pub use skip::{cgroup_parent, is_root, skipped};

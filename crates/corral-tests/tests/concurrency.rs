@@ -27,8 +27,8 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use corral_tests::{Proc, Scratch, kill_leftovers, wait_until_async};
 use corral::{Backend, BackendChoice, Command, Error, Finished, Leftovers, Outcome, Output};
+use corral_tests::{Proc, Scratch, kill_leftovers, wait_until_async};
 use tokio_util::sync::CancellationToken;
 
 /// How early a time may read because clocks are read a little apart.

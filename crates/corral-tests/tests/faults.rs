@@ -25,13 +25,14 @@ use std::{
 };
 
 use common::fixture_path;
-use corral_tests::{
-    Bystander, Proc, kill_leftovers, parse_ready, wait_until_async,
-    this_process::{become_subreaper, open_fd_count},
-};
 use corral::{
     Backend, BackendChoice, Command, Error, Outcome, SpawnFailure, identity,
     ledger::{self, Identity, SweepAction},
+};
+use corral_tests::{
+    Bystander, Proc, kill_leftovers, parse_ready,
+    this_process::{become_subreaper, open_fd_count},
+    wait_until_async,
 };
 use support::{
     MARK, Run, cgroup_status, in_child, in_child_with, is_root, leaves, limit_processes, marked,
@@ -181,10 +182,8 @@ fn without_pidfds_cgroup_runs_and_scanned_backends_refuse() {
         assert!(finished.report.survivors.is_empty());
         let ready = finished.stdout.text();
         let procs = parse_ready(ready.lines().next().unwrap_or_default());
-        let gone = wait_until_async(Duration::from_secs(1), || {
-            !procs.iter().any(Proc::is_alive)
-        })
-        .await;
+        let gone =
+            wait_until_async(Duration::from_secs(1), || !procs.iter().any(Proc::is_alive)).await;
         assert!(gone, "members survived: {procs:?}");
         assert!(leaves().is_empty(), "a cgroup leaf was left");
     });
@@ -370,12 +369,10 @@ fn falls_back(why: &str) {
             assert_eq!(finished.report.backend, expected);
             assert_eq!(finished.outcome, Outcome::TimedOut);
             assert!(finished.report.survivors.is_empty());
-            let procs =
-                parse_ready(finished.stdout.text().lines().next().unwrap_or_default());
-            let gone = wait_until_async(Duration::from_secs(1), || {
-                !procs.iter().any(Proc::is_alive)
-            })
-            .await;
+            let procs = parse_ready(finished.stdout.text().lines().next().unwrap_or_default());
+            let gone =
+                wait_until_async(Duration::from_secs(1), || !procs.iter().any(Proc::is_alive))
+                    .await;
             assert!(gone, "members survived: {procs:?}");
         }
     });

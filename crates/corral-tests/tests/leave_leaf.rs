@@ -15,8 +15,8 @@ mod support;
 use std::time::Duration;
 
 use common::fixture_path;
-use corral_tests::{Bystander, Guard, Proc, READY_TIMEOUT, cgroup_parent, is_root, parse_ready};
 use corral::{Backend, BackendChoice, Command, Error, Finished, Outcome, OutputTap};
+use corral_tests::{Bystander, Guard, Proc, READY_TIMEOUT, cgroup_parent, is_root, parse_ready};
 use tokio_util::sync::CancellationToken;
 
 const GRACE: Duration = Duration::from_millis(300);
@@ -173,10 +173,7 @@ async fn a_member_that_left_early_is_found_through_its_parent() {
         "{:?}",
         finished.report
     );
-    assert!(
-        !escaper.is_alive(),
-        "the member that left early still runs"
-    );
+    assert!(!escaper.is_alive(), "the member that left early still runs");
     assert_contained(&finished, took, &leaf);
 }
 

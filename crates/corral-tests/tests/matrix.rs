@@ -16,12 +16,12 @@ use std::{
 };
 
 use common::fixture_path;
+use corral::{Backend, BackendChoice, Command, Error, Finished, Outcome, Signal, SpawnFailure};
 use corral_tests::{
     Bystander, Guard, Proc, READY_TIMEOUT, kill_leftovers, parse_ready, stat,
     this_process::{cpu_time, open_fd_count},
     wait_until_async,
 };
-use corral::{Backend, BackendChoice, Command, Error, Finished, Outcome, Signal, SpawnFailure};
 use tokio_util::sync::CancellationToken;
 
 const GRACE: Duration = Duration::from_millis(300);
@@ -276,8 +276,7 @@ async fn exercise(backend: Backend, args: &[&str], path: Path) {
         let removed = wait_until_async(bound, || !cgroup.exists()).await;
         assert!(removed, "cgroup {} left behind", cgroup.display());
     }
-    let fds_back =
-        wait_until_async(Duration::from_secs(2), || open_fd_count() <= fds_before).await;
+    let fds_back = wait_until_async(Duration::from_secs(2), || open_fd_count() <= fds_before).await;
     assert!(
         fds_back,
         "descriptors leaked: {} before, {} after",

@@ -18,10 +18,10 @@ use std::{
 };
 
 use common::{fixture_path, owner_path};
+use corral::ledger::{self, Identity, Record, SweepAction};
 use corral_tests::{
     Bystander, Proc, cgroup_parent, kill_leftovers, stat, this_process::become_subreaper,
 };
-use corral::ledger::{self, Identity, Record, SweepAction};
 use rustix::process::Signal;
 
 /// The guarantee: the whole tree is gone this soon after the owner dies.
