@@ -12,7 +12,7 @@ mod common;
 #[path = "faults/support.rs"]
 mod support;
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
 
 use common::fixture_path;
 use corral::{Backend, BackendChoice, Command, Error, Finished, Outcome, OutputTap};
@@ -25,6 +25,57 @@ const FINAL: Duration = Duration::from_secs(1);
 const SLACK: Duration = Duration::from_secs(3);
 /// `nobody` on Debian and most distributions.
 const NOBODY: u32 = 65534;
+
+/// A cgroup tree of `command` (the grace set; backend, final bound and
+/// cancellation set here), cancelled once its readiness line is out.
+struct Cancelled {
+    finished: Finished,
+    /// The processes on the readiness line.
+    procs: Vec<Proc>,
+    /// From the cancellation to the result.
+    took: Duration,
+    leaf: PathBuf,
+    /// Kills `procs` on drop, if they are still alive.
+    _cleanup: Guard,
+}
+
+/// Spawns and cancels `command` (see [`Cancelled`]); `None` (said as
+/// skipped) without the cgroup backend.
+async fn cancel_when_ready(command: Command) -> Option<Cancelled> {
+    let token = CancellationToken::new();
+    let command = command
+        .backend(BackendChoice::Only(Backend::Cgroup))
+        .final_bound(FINAL)
+        .cancel_on(token.clone());
+    let child = spawned(command.spawn().await)?;
+    let leaf = child.cgroup().expect("a leaf").to_owned();
+    let mut tap = child.stdout_tap().expect("captured");
+    let procs = parse_ready(&first_line(&mut tap).await);
+    let _cleanup = Guard::of(procs.clone());
+    let started = std::time::Instant::now();
+    token.cancel();
+    let finished = child.wait().await.expect("a result");
+    Some(Cancelled {
+        finished,
+        procs,
+        took: started.elapsed(),
+        leaf,
+        _cleanup,
+    })
+}
+
+/// The processes the report names as having left the leaf.
+fn left_cgroup(finished: &Finished) -> Vec<Proc> {
+    finished
+        .report
+        .left_cgroup
+        .iter()
+        .map(|p| Proc {
+            pid: p.pid,
+            start_time: p.start_time,
+        })
+        .collect()
+}
 
 /// The first line of output, once it is there.
 async fn first_line(tap: &mut OutputTap) -> String {
@@ -80,7 +131,6 @@ async fn a_member_that_left_the_leaf_is_ended_and_reported() {
         return;
     };
     let bystander = Bystander::spawn(fixture_path());
-    let token = CancellationToken::new();
     // The leader starts the escaper and waits; the escaper, on SIGTERM,
     // writes 0 (itself) to the parent's cgroup.procs and becomes `sleep`.
     let escaper = "trap 'echo 0 > \"$PARENT/cgroup.procs\"; exec sleep 60' TERM; \
@@ -89,34 +139,24 @@ async fn a_member_that_left_the_leaf_is_ended_and_reported() {
         .args(["-c", "sh -c \"$ESCAPER\" & wait"])
         .env("ESCAPER", escaper)
         .env("PARENT", &parent)
-        .backend(BackendChoice::Only(Backend::Cgroup))
-        .grace(GRACE)
-        .final_bound(FINAL)
-        .cancel_on(token.clone());
-    let Some(child) = spawned(command.spawn().await) else {
+        .grace(GRACE);
+    let Some(Cancelled {
+        finished,
+        procs,
+        took,
+        leaf,
+        _cleanup,
+    }) = cancel_when_ready(command).await
+    else {
         return;
     };
-    let leaf = child.cgroup().expect("a leaf").to_owned();
-    let mut tap = child.stdout_tap().expect("captured");
-    let procs = parse_ready(&first_line(&mut tap).await);
     let escaper = procs[0];
-    let _cleanup = Guard::of(procs.clone());
-
-    let started = std::time::Instant::now();
-    token.cancel();
-    let finished = child.wait().await.expect("a result");
-    let took = started.elapsed();
 
     assert_eq!(finished.outcome, Outcome::Cancelled);
-    let left: Vec<(i32, u64)> = finished
-        .report
-        .left_cgroup
-        .iter()
-        .map(|p| (p.pid, p.start_time))
-        .collect();
+    let left = left_cgroup(&finished);
     assert_eq!(
         left,
-        [(escaper.pid, escaper.start_time)],
+        [escaper],
         "the member that left the leaf is named: {:?}",
         finished.report
     );
@@ -137,42 +177,26 @@ async fn a_member_that_left_early_is_found_through_its_parent() {
     let Some(parent) = cgroup_parent() else {
         return;
     };
-    let token = CancellationToken::new();
     let escaper = "echo 0 > \"$PARENT/cgroup.procs\" && echo ready $$ && exec sleep 60";
     let command = Command::new("sh")
         .args(["-c", "sh -c \"$ESCAPER\" & wait"])
         .env("ESCAPER", escaper)
         .env("PARENT", &parent)
-        .backend(BackendChoice::Only(Backend::Cgroup))
-        .grace(GRACE)
-        .final_bound(FINAL)
-        .cancel_on(token.clone());
-    let Some(child) = spawned(command.spawn().await) else {
+        .grace(GRACE);
+    let Some(Cancelled {
+        finished,
+        procs,
+        took,
+        leaf,
+        _cleanup,
+    }) = cancel_when_ready(command).await
+    else {
         return;
     };
-    let leaf = child.cgroup().expect("a leaf").to_owned();
-    let mut tap = child.stdout_tap().expect("captured");
-    let procs = parse_ready(&first_line(&mut tap).await);
     let escaper = procs[0];
-    let _cleanup = Guard::of(procs.clone());
 
-    let started = std::time::Instant::now();
-    token.cancel();
-    let finished = child.wait().await.expect("a result");
-    let took = started.elapsed();
-
-    let left: Vec<(i32, u64)> = finished
-        .report
-        .left_cgroup
-        .iter()
-        .map(|p| (p.pid, p.start_time))
-        .collect();
-    assert_eq!(
-        left,
-        [(escaper.pid, escaper.start_time)],
-        "{:?}",
-        finished.report
-    );
+    let left = left_cgroup(&finished);
+    assert_eq!(left, [escaper], "{:?}", finished.report);
     assert!(!escaper.is_alive(), "the member that left early still runs");
     assert_contained(&finished, took, &leaf);
 }
@@ -185,7 +209,6 @@ async fn a_child_that_left_during_the_grace_is_found_before_sigkill() {
     let Some(parent) = cgroup_parent() else {
         return;
     };
-    let token = CancellationToken::new();
     // The escaper prints its identity, so the test can end it if corral does
     // not.
     let escaper = "echo 0 > \"$PARENT/cgroup.procs\" && \
@@ -196,22 +219,18 @@ async fn a_child_that_left_during_the_grace_is_found_before_sigkill() {
         .args(["-c", leader])
         .env("ESCAPER", escaper)
         .env("PARENT", &parent)
-        .backend(BackendChoice::Only(Backend::Cgroup))
-        .grace(GRACE * 3) // time to fork and move, on a loaded machine
-        .final_bound(FINAL)
-        .cancel_on(token.clone());
-    let Some(child) = spawned(command.spawn().await) else {
+        .grace(GRACE * 3); // time to fork and move, on a loaded machine
+    let Some(Cancelled {
+        finished,
+        took,
+        leaf,
+        _cleanup,
+        ..
+    }) = cancel_when_ready(command).await
+    else {
         return;
     };
-    let leaf = child.cgroup().expect("a leaf").to_owned();
-    let mut tap = child.stdout_tap().expect("captured");
-    let procs = parse_ready(&first_line(&mut tap).await);
-    let _cleanup = Guard::of(procs.clone());
-
-    let started = std::time::Instant::now();
-    token.cancel();
-    let finished = child.wait().await.expect("a result");
-    let took = started.elapsed().saturating_sub(GRACE * 2);
+    let took = took.saturating_sub(GRACE * 2);
 
     let stdout = finished.stdout.text();
     let escaped: Vec<Proc> = stdout
@@ -226,18 +245,8 @@ async fn a_child_that_left_during_the_grace_is_found_before_sigkill() {
         .collect();
     let _cleanup_escaped = Guard::of(escaped.clone());
     assert_eq!(escaped.len(), 1, "the escaper ran: {stdout:?}");
-    let left: Vec<(i32, u64)> = finished
-        .report
-        .left_cgroup
-        .iter()
-        .map(|p| (p.pid, p.start_time))
-        .collect();
-    assert_eq!(
-        left,
-        [(escaped[0].pid, escaped[0].start_time)],
-        "{:?}",
-        finished.report
-    );
+    let left = left_cgroup(&finished);
+    assert_eq!(left, [escaped[0]], "{:?}", finished.report);
     assert!(!escaped[0].is_alive(), "the escaper still runs");
     assert!(finished.report.escalated);
     assert_contained(&finished, took, &leaf);
@@ -252,7 +261,6 @@ async fn what_a_departed_member_forked_outside_is_ended_too() {
     let Some(parent) = cgroup_parent() else {
         return;
     };
-    let token = CancellationToken::new();
     let escaper = "trap 'echo 0 > \"$PARENT/cgroup.procs\"; sleep 60 & exec sleep 60' TERM; \
                    sleep 60 & echo ready $$; wait";
     let command = Command::new("sh")
@@ -262,33 +270,21 @@ async fn what_a_departed_member_forked_outside_is_ended_too() {
         ])
         .env("ESCAPER", escaper)
         .env("PARENT", &parent)
-        .backend(BackendChoice::Only(Backend::Cgroup))
-        .grace(GRACE * 3) // time to move and fork, on a loaded machine
-        .final_bound(FINAL)
-        .cancel_on(token.clone());
-    let Some(child) = spawned(command.spawn().await) else {
+        .grace(GRACE * 3); // time to move and fork, on a loaded machine
+    let Some(Cancelled {
+        finished,
+        procs,
+        took,
+        leaf,
+        _cleanup,
+    }) = cancel_when_ready(command).await
+    else {
         return;
     };
-    let leaf = child.cgroup().expect("a leaf").to_owned();
-    let mut tap = child.stdout_tap().expect("captured");
-    let procs = parse_ready(&first_line(&mut tap).await);
     let escaper = procs[0];
-    let _cleanup = Guard::of(procs.clone());
+    let took = took.saturating_sub(GRACE * 2);
 
-    let started = std::time::Instant::now();
-    token.cancel();
-    let finished = child.wait().await.expect("a result");
-    let took = started.elapsed().saturating_sub(GRACE * 2);
-
-    let left: Vec<Proc> = finished
-        .report
-        .left_cgroup
-        .iter()
-        .map(|p| Proc {
-            pid: p.pid,
-            start_time: p.start_time,
-        })
-        .collect();
+    let left = left_cgroup(&finished);
     let _cleanup_left = Guard::of(left.clone());
     assert_eq!(
         left.len(),
