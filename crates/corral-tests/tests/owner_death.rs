@@ -245,7 +245,7 @@ fn group_owner_killed_while_running() {
 /// it every live tree; the owner's death is then still covered.
 #[test]
 fn watchdog_killed_then_owner_killed() {
-    if !cgroup_parent().is_some() {
+    if cgroup_parent().is_none() {
         return;
     }
     become_subreaper();
@@ -287,7 +287,7 @@ fn watchdog_killed_then_owner_killed() {
 /// survives the bound, and the bystander is never touched.
 #[test]
 fn owner_killed_at_random_points() {
-    if !cgroup_parent().is_some() {
+    if cgroup_parent().is_none() {
         return;
     }
     become_subreaper();
@@ -374,7 +374,7 @@ fn owner_killed_at_random_points() {
 /// the next run of the same program sweeps both at its first spawn.
 #[test]
 fn startup_sweep_ends_a_crashed_predecessors_tree() {
-    if !cgroup_parent().is_some() {
+    if cgroup_parent().is_none() {
         return;
     }
     become_subreaper();
