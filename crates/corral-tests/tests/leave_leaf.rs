@@ -12,7 +12,10 @@ mod common;
 #[path = "faults/support.rs"]
 mod support;
 
-use std::{path::PathBuf, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use common::fixture_path;
 use corral::{Backend, BackendChoice, Command, Error, Finished, Outcome, OutputTap};
@@ -62,6 +65,14 @@ async fn cancel_when_ready(command: Command) -> Option<Cancelled> {
         leaf,
         _cleanup,
     })
+}
+
+/// `sh -c 'sh -c "$ESCAPER" & wait'`, with `$PARENT` the leaf's parent.
+fn escaper_tree(escaper: &str, parent: &Path) -> Command {
+    Command::new("sh")
+        .args(["-c", "sh -c \"$ESCAPER\" & wait"])
+        .env("ESCAPER", escaper)
+        .env("PARENT", parent)
 }
 
 /// The processes the report names as having left the leaf.
@@ -135,21 +146,17 @@ async fn a_member_that_left_the_leaf_is_ended_and_reported() {
     // writes 0 (itself) to the parent's cgroup.procs and becomes `sleep`.
     let escaper = "trap 'echo 0 > \"$PARENT/cgroup.procs\"; exec sleep 60' TERM; \
                    sleep 60 & echo ready $$; wait";
-    let command = Command::new("sh")
-        .args(["-c", "sh -c \"$ESCAPER\" & wait"])
-        .env("ESCAPER", escaper)
-        .env("PARENT", &parent)
-        .grace(GRACE);
-    let Some(Cancelled {
+    let command = escaper_tree(escaper, &parent).grace(GRACE);
+    let Some(run) = cancel_when_ready(command).await else {
+        return;
+    };
+    let Cancelled {
         finished,
         procs,
         took,
         leaf,
         _cleanup,
-    }) = cancel_when_ready(command).await
-    else {
-        return;
-    };
+    } = run;
     let escaper = procs[0];
 
     assert_eq!(finished.outcome, Outcome::Cancelled);
@@ -178,21 +185,17 @@ async fn a_member_that_left_early_is_found_through_its_parent() {
         return;
     };
     let escaper = "echo 0 > \"$PARENT/cgroup.procs\" && echo ready $$ && exec sleep 60";
-    let command = Command::new("sh")
-        .args(["-c", "sh -c \"$ESCAPER\" & wait"])
-        .env("ESCAPER", escaper)
-        .env("PARENT", &parent)
-        .grace(GRACE);
-    let Some(Cancelled {
+    let command = escaper_tree(escaper, &parent).grace(GRACE);
+    let Some(run) = cancel_when_ready(command).await else {
+        return;
+    };
+    let Cancelled {
         finished,
         procs,
         took,
         leaf,
         _cleanup,
-    }) = cancel_when_ready(command).await
-    else {
-        return;
-    };
+    } = run;
     let escaper = procs[0];
 
     let left = left_cgroup(&finished);
@@ -271,16 +274,16 @@ async fn what_a_departed_member_forked_outside_is_ended_too() {
         .env("ESCAPER", escaper)
         .env("PARENT", &parent)
         .grace(GRACE * 3); // time to move and fork, on a loaded machine
-    let Some(Cancelled {
+    let Some(run) = cancel_when_ready(command).await else {
+        return;
+    };
+    let Cancelled {
         finished,
         procs,
         took,
         leaf,
         _cleanup,
-    }) = cancel_when_ready(command).await
-    else {
-        return;
-    };
+    } = run;
     let escaper = procs[0];
     let took = took.saturating_sub(GRACE * 2);
 
