@@ -17,7 +17,7 @@
 //! | [`paths`] | binaries under test ([`bin_path!`]), scratch files and dirs |
 //! | [`skip`] | what this machine can run, and `SKIPPED:` lines |
 //! | [`this_process`] | the test process itself: subreaper, zombies, fds, CPU |
-//! | [`bench`] | the benchmarks' knobs, statistics and cgroup check |
+//! | [`bench`](mod@bench) | the benchmarks' knobs, statistics and cgroup check |
 //!
 //! Zombies are not survivors: [`Proc::is_alive`] is false for them.
 

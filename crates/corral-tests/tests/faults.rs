@@ -30,12 +30,12 @@ use corral::{
     ledger::{self, Identity, SweepAction},
 };
 use corral_tests::{
-    Bystander, Proc, kill_leftovers, parse_ready,
+    Bystander, Proc, is_root, kill_leftovers, parse_ready,
     this_process::{become_subreaper, open_fd_count},
     wait_until_async,
 };
 use support::{
-    MARK, Run, cgroup_status, in_child, in_child_with, is_root, leaves, limit_processes, marked,
+    MARK, Run, cgroup_status, in_child, in_child_with, leaves, limit_processes, marked,
     reachable_by_nobody, reap_orphans, running_children, runtime, tasks_of,
 };
 

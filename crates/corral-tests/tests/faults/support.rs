@@ -7,6 +7,7 @@ use std::{
 };
 
 use corral::{Backend, identity};
+use corral_tests::is_root;
 
 use crate::common::fixture_path;
 
@@ -17,10 +18,6 @@ pub(crate) const CHILD: &str = "CORRAL_FAULTS_CHILD";
 pub(crate) const MARK: &str = "CORRAL_FAULTS_TREE";
 /// The unprivileged user the children of root run as.
 pub(crate) const NOBODY: &str = "65534";
-
-pub(crate) fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
 
 /// How the body of a test that needs a process of its own runs.
 pub(crate) enum Run {
