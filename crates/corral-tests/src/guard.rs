@@ -142,7 +142,7 @@ impl std::ops::DerefMut for Owned {
 /// drop.
 #[derive(Debug)]
 pub struct Bystander {
-    child: Owned,
+    _child: Owned,
     proc: Proc,
 }
 
@@ -160,7 +160,10 @@ impl Bystander {
         let pid = i32::try_from(child.id()).expect("pid fits in i32");
         let proc = Proc::of(pid)
             .unwrap_or_else(|| panic!("the bystander {pid} vanished right after spawning"));
-        Self { child, proc }
+        Self {
+            _child: child,
+            proc,
+        }
     }
 
     /// The bystander's identity.
@@ -171,10 +174,5 @@ impl Bystander {
     /// Whether the bystander is still alive (not a zombie).
     pub fn is_running(&self) -> bool {
         self.proc.is_alive()
-    }
-
-    /// The bystander's pid.
-    pub fn id(&self) -> u32 {
-        self.child.id()
     }
 }
