@@ -18,13 +18,13 @@
 //! started is left behind.
 
 use std::{
-    fs,
     os::{fd::AsRawFd, unix::process::ExitStatusExt},
     path::PathBuf,
     process::{Command, ExitCode, Stdio},
     time::{Duration, Instant},
 };
 
+use corral_tests::bench::{Knobs, leaves_named, machine_line, ms, quantile, ratio};
 use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
 
 const CORRAL: &str = env!("CARGO_BIN_EXE_corral");
@@ -135,91 +135,24 @@ fn once(contender: Contender) -> Result<(Duration, u32), String> {
     Ok((elapsed, pid))
 }
 
-fn quantile(samples: &[Duration], q: f64) -> Duration {
-    if samples.is_empty() {
-        return Duration::ZERO;
-    }
-    let mut sorted = samples.to_vec();
-    sorted.sort_unstable();
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.3}", d.as_secs_f64() * 1e3)
-}
-
-fn ratio(a: Duration, b: Duration) -> f64 {
-    if b.is_zero() {
-        f64::NAN
-    } else {
-        a.as_secs_f64() / b.as_secs_f64()
-    }
-}
-
-/// The directory corral creates its leaves in, if any.
-fn cgroup_parent() -> Option<PathBuf> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mount = mountinfo.lines().find_map(|line| {
-        let (left, right) = line.split_once(" - ")?;
-        (right.split_whitespace().next()? == "cgroup2")
-            .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
-    })?;
-    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
-    let own = own.lines().find_map(|l| l.strip_prefix("0::"))?;
-    Some(mount.join(own.trim_start_matches('/')))
-}
-
 /// `corral-PID-*` leaves of the corral processes this bench started (all
 /// `corral-*` leaves with no pids given).
 fn leaves_left(pids: &[u32]) -> Vec<PathBuf> {
-    let Some(entries) = cgroup_parent().and_then(|p| fs::read_dir(p).ok()) else {
-        return Vec::new();
-    };
     let mut prefixes: Vec<String> = pids.iter().map(|p| format!("corral-{p}-")).collect();
     if pids.is_empty() {
         prefixes.push("corral-".to_owned());
     }
-    entries
-        .filter_map(Result::ok)
-        .filter(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            prefixes.iter().any(|p| name.starts_with(p.as_str()))
-        })
-        .map(|e| e.path())
-        .collect()
+    leaves_named(&prefixes)
 }
 
 fn main() -> ExitCode {
-    let mut quick = std::env::var_os("CORRAL_BENCH_QUICK").is_some_and(|v| v != "0");
-    let mut rounds: Option<usize> = std::env::var("CORRAL_BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok());
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--quick" => quick = true,
-            "--rounds" => rounds = args.next().and_then(|v| v.parse().ok()),
-            _ => {} // `--bench` from cargo, and anything else
-        }
-    }
-    let rounds = rounds.unwrap_or(if quick { 20 } else { 200 }).max(1);
+    let rounds = Knobs::from_env().rounds_or(200, 20);
     let warmup = (rounds / 10).clamp(3, 20);
 
     println!(
         "corral run -- true vs timeout 10 true: {rounds} paired rounds after {warmup} warm-up rounds"
     );
-    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let load = fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!(
-        "machine: Linux {}, {} CPUs, loadavg {}",
-        kernel.trim(),
-        std::thread::available_parallelism().map_or(0, usize::from),
-        load.split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    println!("{}", machine_line());
     println!("command: cargo bench -p corral-cli --bench cli -- --rounds {rounds}");
     println!("corral binary: {CORRAL}");
 

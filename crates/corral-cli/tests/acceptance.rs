@@ -9,7 +9,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Guard, Lines, Proc, assert_all_gone, backend_args, corral, for_backends};
+use common::{assert_all_gone, backend_args, corral, for_backends};
+use corral_tests::{Guard, Lines, Proc};
 
 /// `bash -c 'setsid sleep 1000 & (trap "" TERM; sleep 1000) & sleep 1000'`,
 /// with each child's pid printed (`exec` keeps the TERM-ignorer's pid that

@@ -175,7 +175,7 @@ fn unknown_option_is_125() {
 
 #[test]
 fn not_executable_is_126() {
-    let script = common::scratch("not-executable.sh");
+    let script = corral_tests::scratch("not-executable.sh");
     std::fs::write(&script, "#!/bin/sh\nexit 0\n").expect("write script");
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     let path = script.to_str().expect("utf-8 path");

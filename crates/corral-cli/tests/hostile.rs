@@ -15,7 +15,8 @@ use std::{
     time::Duration,
 };
 
-use common::{Guard, Proc, corral, scratch};
+use common::corral;
+use corral_tests::{Guard, Proc, scratch};
 
 /// The uid files are planted as: `nobody`.
 const OTHER_UID: u32 = 65534;
@@ -308,7 +309,7 @@ fn a_record_naming_a_live_foreign_leaf_is_left_alone() {
     let spared = victim.is_alive() && leaf.exists();
     std::fs::write(dir.join("own.json"), record("own", ino)).expect("write");
     let control = ledger_command(&["reap"], Some(&dir), &[]);
-    let ended = common::wait_until(Duration::from_secs(2), || !victim.is_alive());
+    let ended = corral_tests::wait_until(Duration::from_secs(2), || !victim.is_alive());
     drop(guard);
     let _ = std::fs::remove_dir(&leaf);
     let _ = std::fs::remove_dir_all(&dir);
@@ -328,7 +329,7 @@ struct Thaw(PathBuf);
 impl Drop for Thaw {
     fn drop(&mut self) {
         let _ = std::fs::write(self.0.join("freezer.state"), "THAWED");
-        let _ = common::wait_until(Duration::from_secs(5), || {
+        let _ = corral_tests::wait_until(Duration::from_secs(5), || {
             std::fs::remove_dir(&self.0).is_ok()
         });
     }
@@ -376,12 +377,12 @@ fn a_slow_start_up_sweep_does_not_hold_up_a_spawn() {
         .output()
         .expect("corral run");
     let took = started.elapsed();
-    let kill_pending = common::wait_until(Duration::from_secs(3), || {
+    let kill_pending = corral_tests::wait_until(Duration::from_secs(3), || {
         let masks = victim.signal_masks();
         ["SigPnd", "ShdPnd"].iter().any(|k| {
             masks
                 .get(*k)
-                .is_some_and(|m| common::has_signal(*m, libc::SIGKILL))
+                .is_some_and(|m| corral_tests::proc::has_signal(*m, libc::SIGKILL))
         })
     });
     drop(thaw);
@@ -490,7 +491,7 @@ fn reap_ends_a_member_hiding_below_a_recorded_leaf() {
     });
     std::fs::write(dir.join("below.json"), record.to_string()).expect("write");
     let output = ledger_command(&["reap"], Some(&dir), &[]);
-    let ended = common::wait_until(Duration::from_secs(2), || !member.is_alive());
+    let ended = corral_tests::wait_until(Duration::from_secs(2), || !member.is_alive());
     let record_left = dir.join("below.json").exists();
     let cgroups_left = leaf.exists();
     drop(guard);

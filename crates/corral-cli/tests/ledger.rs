@@ -11,7 +11,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{ESCAPEES, Guard, Lines, Proc, assert_all_gone, corral, escapees, wait_until};
+use common::{ESCAPEES, assert_all_gone, corral, escapees};
+use corral_tests::{Guard, Lines, Proc, wait_until};
 use rustix::process::Signal;
 
 fn ledger_dir(name: &str) -> PathBuf {

@@ -10,6 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use corral_tests::{Guard, Owned, Proc, Scratch, wait_until};
 use mcp_common::*;
 use rustix::process::Signal;
 use serde_json::Value;
@@ -23,7 +24,7 @@ fn run_client(args: &[&str], server: &[&Path], env: &[(&str, &Path)]) -> Vec<Val
             .spawn()
             .expect("starting client.py"),
     );
-    let lines = Lines::new(child.stdout.take().expect("client stdout"));
+    let lines = json_lines(child.stdout.take().expect("client stdout"));
     let mut all = Vec::new();
     while let Some(line) = lines.next(CLIENT_LIMIT) {
         all.push(line);
@@ -107,10 +108,10 @@ fn server_everything_through_the_guard_then_nothing_of_it_remains() {
         .parse()
         .expect("a pid");
     assert_eq!(report["server"]["pid"], pid);
-    let leader = Proc::from_json(&report["server"]);
-    guard.watch([leader]);
+    let leader = proc_from_json(&report["server"]);
+    guard.extend([leader]);
     assert!(
-        !leader.is_running(),
+        !leader.is_alive(),
         "server-everything's leader {pid} is still running"
     );
 }
@@ -147,7 +148,7 @@ fn the_2026_discover_era_and_the_legacy_handshake_both_pass() {
         assert_clean(&report);
         assert_eq!(report["relay"]["client_to_server"]["dropped"], 0);
         assert_eq!(report["relay"]["server_to_client"]["dropped"], 0);
-        guard.watch([Proc::from_json(&report["server"])]);
+        guard.extend([proc_from_json(&report["server"])]);
     }
 }
 
@@ -177,14 +178,14 @@ fn helpers_run(backend: Option<&str>) {
     let lines = run_client(&[], &server, &env);
     assert_eq!(event(&lines, "echo")["text"], "Echo: hello through corral");
     let procs = fixture_procs(&read_json(&pids, Duration::from_secs(5)));
-    guard.watch(procs.iter().map(|(_, p)| *p));
+    guard.extend(procs.iter().map(|(_, p)| *p));
 
     if backend.is_none() {
         // The SDK closes stdin and signals only the server's process group:
         // the setsid child and the double-forked daemon live on.
         let survivors: Vec<&str> = procs
             .iter()
-            .filter(|(_, p)| p.is_running())
+            .filter(|(_, p)| p.is_alive())
             .map(|(name, _)| name.as_str())
             .collect();
         assert!(
@@ -204,7 +205,7 @@ fn helpers_run(backend: Option<&str>) {
     );
     let running: Vec<&String> = procs
         .iter()
-        .filter(|(_, p)| p.is_running())
+        .filter(|(_, p)| p.is_alive())
         .map(|(name, _)| name)
         .collect();
     assert!(
@@ -278,7 +279,7 @@ fn kill_client_mid_call(
             .spawn()
             .expect("starting client.py"),
     );
-    let lines = Lines::new(child.stdout.take().expect("client stdout"));
+    let lines = json_lines(child.stdout.take().expect("client stdout"));
     lines.until("calling_slow", CLIENT_LIMIT);
     // Give the request time to reach the server through the relay.
     std::thread::sleep(Duration::from_millis(300));
@@ -289,18 +290,18 @@ fn kill_client_mid_call(
             .collect(),
         None => Vec::new(),
     };
-    guard.watch(tree.iter().copied());
+    guard.extend(tree.iter().copied());
     child.kill().expect("SIGKILL to the client");
     let killed = Instant::now();
     let _ = child.wait();
 
     let report = read_json(&report, Duration::from_secs(10));
-    let leader = Proc::from_json(&report["server"]);
+    let leader = proc_from_json(&report["server"]);
     tree.push(leader);
-    guard.watch([leader]);
+    guard.extend([leader]);
     let bound = Duration::from_millis(500 + 500 + 1000);
     let slack = Duration::from_millis(1000);
-    let gone = wait_until(bound + slack, || tree.iter().all(|p| !p.is_running()));
+    let gone = wait_until(bound + slack, || tree.iter().all(|p| !p.is_alive()));
     let took = killed.elapsed();
     assert!(
         gone,
@@ -377,11 +378,11 @@ fn a_server_killed_mid_call_gets_the_request_answered_with_the_cause() {
             .spawn()
             .expect("starting client.py"),
     );
-    let lines = Lines::new(child.stdout.take().expect("client stdout"));
+    let lines = json_lines(child.stdout.take().expect("client stdout"));
     lines.until("calling_slow", CLIENT_LIMIT);
     std::thread::sleep(Duration::from_millis(300));
     let procs = fixture_procs(&read_json(&pids, Duration::from_secs(5)));
-    guard.watch(procs.iter().map(|(_, p)| *p));
+    guard.extend(procs.iter().map(|(_, p)| *p));
     let server = procs[0].1;
     assert!(
         server.signal(Signal::KILL),
@@ -400,5 +401,5 @@ fn a_server_killed_mid_call_gets_the_request_answered_with_the_cause() {
     assert_eq!(report["exit_status"], 137, "{report:#}");
     assert_eq!(report["relay"]["in_flight_answered"], 1);
     assert_clean(&report);
-    assert!(procs.iter().all(|(_, p)| !p.is_running()));
+    assert!(procs.iter().all(|(_, p)| !p.is_alive()));
 }

@@ -11,6 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use corral_tests::{Guard, Owned, Proc, Scratch, wait_until};
 use mcp_common::*;
 use rustix::process::Signal;
 use serde_json::Value;
@@ -69,7 +70,7 @@ fn finish(mut child: Owned, limit: Duration) -> (ExitStatus, String, String) {
 }
 
 fn leader(report: &Value) -> Proc {
-    Proc::from_json(&report["server"])
+    proc_from_json(&report["server"])
 }
 
 #[test]
@@ -141,7 +142,7 @@ fn stdout_carries_only_valid_frames_with_verbose_logs_and_a_noisy_server() {
     assert_eq!(report["relay"]["client_to_server"]["dropped"], 2);
     assert_eq!(report["relay"]["server_to_client"]["dropped"], 2);
     assert_eq!(report["relay"]["client_to_server"]["frames"], 4);
-    assert!(!leader(&report).is_running());
+    assert!(!leader(&report).is_alive());
     assert_clean(&report);
 }
 
@@ -242,7 +243,7 @@ fn report_fd_receives_the_report_and_the_server_cannot_write_into_it() {
     let report: Value = serde_json::from_str(&text).expect("the report is corral's JSON only");
     assert_eq!(report["exit_status"], 0);
     assert_eq!(report["ended_by"], "client_closed");
-    assert!(!leader(&report).is_running());
+    assert!(!leader(&report).is_alive());
     assert_clean(&report);
     // Both at once is a usage error.
     let output = Command::new(wrapper())
@@ -281,7 +282,7 @@ fn sigterm_to_the_relay_answers_in_flight_and_ends_the_tree() {
     assert_eq!(report["ended_by"], "interrupted");
     assert_eq!(report["received_signal"], "SIGTERM");
     assert_clean(&report);
-    assert!(!leader(&report).is_running());
+    assert!(!leader(&report).is_alive());
     assert_clean(&report);
 }
 
@@ -324,7 +325,7 @@ fn shutdown_steps_close_grace_then_sigterm_then_sigkill() {
         );
         assert!(took < Duration::from_secs(3), "{took:?}");
         assert_clean(&report);
-        assert!(!leader(&report).is_running());
+        assert!(!leader(&report).is_alive());
         assert_clean(&report);
     }
 }
@@ -355,19 +356,19 @@ fn the_parent_dying_shuts_the_server_down_even_with_stdin_still_open() {
     let relay_pid: i32 = line.trim().parse().expect("a pid");
     let relay = Proc::of(relay_pid).expect("relay identity");
     let mut guard = Guard::default();
-    guard.watch([relay]);
+    guard.extend([relay]);
     std::thread::sleep(Duration::from_millis(300));
     parent.kill().expect("killing the parent");
     let _ = parent.wait();
     assert!(
-        wait_until(Duration::from_secs(10), || !relay.is_running()),
+        wait_until(Duration::from_secs(10), || !relay.is_alive()),
         "the relay outlived its parent"
     );
     let report = read_json(&report, Duration::from_secs(5));
     assert_eq!(report["ended_by"], "interrupted");
     assert_eq!(report["received_signal"], "SIGTERM");
     assert_eq!(report["exit_status"], 143);
-    assert!(!leader(&report).is_running());
+    assert!(!leader(&report).is_alive());
     assert_clean(&report);
 }
 
@@ -394,14 +395,14 @@ fn a_relay_killed_outright_still_leaves_nothing_behind() {
     });
     assert_eq!(tree.len(), 3, "the server's pids");
     let mut guard = Guard::default();
-    guard.watch(tree.iter().copied());
+    guard.extend(tree.iter().copied());
     child.kill().expect("SIGKILL to the relay");
     let _ = child.wait();
     // The library's watchdog ends the tree when its owner dies.
     assert!(
         wait_until(Duration::from_secs(5), || tree
             .iter()
-            .all(|p| !p.is_running())),
+            .all(|p| !p.is_alive())),
         "the server's tree outlived the relay's SIGKILL: {:?}",
         guard.kill_running()
     );

@@ -7,17 +7,20 @@
 
 mod common;
 
-use std::{path::PathBuf, process::Stdio};
+use std::{
+    path::{Path, PathBuf},
+    process::Stdio,
+};
 
 use common::{backend_available, corral};
 use serde_json::Value;
 
 fn golden_path() -> PathBuf {
-    common::manifest_dir().join("tests/golden/report.json")
+    corral_tests::manifest_dir!().join("tests/golden/report.json")
 }
 
 fn temp(name: &str) -> PathBuf {
-    common::scratch(&format!("{name}.json"))
+    corral_tests::scratch(&format!("{name}.json"))
 }
 
 fn read_json(path: &PathBuf) -> Value {
@@ -119,18 +122,22 @@ fn spawn_failure_writes_a_report() {
     assert_eq!(report["effects_unknown"], false);
 }
 
+/// `corral run --report-fd 3 -- COMMAND` with descriptor 3 opened on `path`
+/// by a shell redirection.
+fn with_report_fd(command: &str, path: &Path) -> std::process::Command {
+    let script = format!(
+        "\"$0\" run --report-fd 3 -- {command} 3>'{}'",
+        path.display()
+    );
+    let mut sh = std::process::Command::new("sh");
+    sh.arg("-c").arg(script).arg(common::corral_path());
+    sh
+}
+
 #[test]
 fn report_fd_receives_the_report() {
     let path = temp("report-fd");
-    // The descriptor is opened by a shell redirection.
-    let script = format!(
-        "\"$0\" run --report-fd 3 -- sh -c 'exit 3' 3>'{}'",
-        path.display()
-    );
-    let status = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(&script)
-        .arg(common::corral_path())
+    let status = with_report_fd("sh -c 'exit 3'", &path)
         .status()
         .expect("run sh");
     assert_eq!(status.code(), Some(3));
@@ -149,14 +156,7 @@ fn report_fd_receives_the_report() {
 #[test]
 fn command_cannot_write_into_the_report_fd() {
     let path = temp("report-fd-forged");
-    let script = format!(
-        "\"$0\" run --report-fd 3 -- sh -c 'echo forged >&3' 3>'{}'",
-        path.display()
-    );
-    let output = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(&script)
-        .arg(common::corral_path())
+    let output = with_report_fd("sh -c 'echo forged >&3'", &path)
         .output()
         .expect("run sh");
     let text = std::fs::read_to_string(&path).expect("report written");

@@ -8,10 +8,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{
-    ESCAPEES, Guard, Lines, Proc, assert_all_gone, backend_args, corral, escapees, for_backends,
-    has_signal,
-};
+use common::{ESCAPEES, assert_all_gone, backend_args, corral, escapees, for_backends};
+use corral_tests::{Guard, Lines, Proc, proc::has_signal};
 use rustix::process::Signal;
 
 /// corral must be gone this long after the signal: -k 300ms plus the final
@@ -95,14 +93,14 @@ fn sigkill_to_corral_still_ends_the_tree() {
         // the fork (the library's documented window); its ledger record,
         // written right after that message, says the watchdog knows.
         assert!(
-            common::wait_until(Duration::from_secs(5), || ledger.knows_leader()),
+            corral_tests::wait_until(Duration::from_secs(5), || ledger.knows_leader()),
             "{backend}: no ledger record with the leader"
         );
         assert!(me.signal(Signal::KILL));
         let status = guard.wait_exit(EXIT_BOUND).expect("corral dies");
         assert_eq!(common::shell_status(status), 137);
         assert!(
-            common::wait_until(Duration::from_secs(5), || tree
+            corral_tests::wait_until(Duration::from_secs(5), || tree
                 .iter()
                 .all(|p| !p.is_alive())),
             "{backend}: the tree outlived corral"
@@ -117,7 +115,7 @@ struct PrivateLedger(std::path::PathBuf);
 
 impl PrivateLedger {
     fn new(backend: &str) -> Self {
-        Self(common::scratch(&format!("ledger-{backend}")))
+        Self(corral_tests::scratch(&format!("ledger-{backend}")))
     }
 
     fn records(&self) -> Vec<serde_json::Value> {
@@ -147,7 +145,7 @@ impl Drop for PrivateLedger {
                 .as_ref()
                 .and_then(|r| r["cgroup"].as_str().map(str::to_owned));
             if let Some(leaf) = leaf.filter(|l| l.contains("/corral-")) {
-                common::wait_until(Duration::from_secs(2), || {
+                corral_tests::wait_until(Duration::from_secs(2), || {
                     match std::fs::remove_dir(&leaf) {
                         Ok(()) => true,
                         Err(error) => error.kind() == std::io::ErrorKind::NotFound,
@@ -247,7 +245,7 @@ fn parent_death_counts_as_sigterm() {
 
         assert!(shell.signal(Signal::KILL));
         assert!(
-            common::wait_until(EXIT_BOUND, || !corral.is_alive()),
+            corral_tests::wait_until(EXIT_BOUND, || !corral.is_alive()),
             "{backend}: corral outlived its parent by {EXIT_BOUND:?}"
         );
         assert_all_gone(&procs, &format!("{backend}, parent death"));

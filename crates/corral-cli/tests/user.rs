@@ -69,7 +69,7 @@ fn an_unknown_user_is_refused_with_the_fix() {
         "{stderr}"
     );
     // With --report, the report says why nothing ran.
-    let path = common::scratch("unknown-user.json");
+    let path = corral_tests::scratch("unknown-user.json");
     let output = run(&[
         "--user",
         "no-such-user-corral",
@@ -151,7 +151,7 @@ fn the_report_names_a_process_that_left_the_leaf() {
     let escaper = "trap 'echo 0 > \"$PARENT/cgroup.procs\"; exec sleep 30' TERM; \
                    sleep 30 & echo ready $$; wait";
     for user in [None, Some(NOBODY)] {
-        let path = common::scratch("left.json");
+        let path = corral_tests::scratch("left.json");
         let mut command = corral();
         command.args(["run", "--backend", "cgroup", "-t", "500ms", "-k", "300ms"]);
         if let Some(user) = user {
@@ -176,10 +176,10 @@ fn the_report_names_a_process_that_left_the_leaf() {
             .as_array()
             .expect("left_cgroup")
             .clone();
-        let procs: Vec<common::Proc> = left
+        let procs: Vec<corral_tests::Proc> = left
             .iter()
             .filter_map(|p| {
-                Some(common::Proc {
+                Some(corral_tests::Proc {
                     pid: i32::try_from(p["pid"].as_i64()?).ok()?,
                     start_time: p["start_time"].as_u64()?,
                 })

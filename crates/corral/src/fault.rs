@@ -16,7 +16,7 @@
 //! Each name is checked at exactly one place (`sys::pidfd_open`, the cgroup
 //! backend's `parent_dir` and `delegates_namespaces`, `launch::launch`), so
 //! a fault changes what the kernel appears to offer and nothing else. The
-//! tests are in `crates/corral-fixtures/tests/faults.rs` (`nsdelegate` and
+//! tests are in `crates/corral-tests/tests/faults.rs` (`nsdelegate` and
 //! `no-clone3` in `leave_leaf.rs`).
 
 /// Whether the fault `name` is injected in this process.

@@ -1,23 +1,18 @@
-//! Helpers shared by the `corral` binary's tests; include with `mod common;`.
-//!
-//! Processes are named by identity ([`Proc`]: pid plus start time from
-//! `/proc/PID/stat`) and signalled only through a pidfd after re-checking
-//! that identity. A zombie is not a survivor. [`Guard`] SIGKILLs whatever a
-//! test started if the test fails half-way.
+//! What the `corral` binary's tests share beyond the `corral_tests`
+//! library: the binary itself, its capabilities, exit statuses and the
+//! escapee tree. Include with `mod common;`.
 
 #![allow(dead_code)] // Each test binary uses its own subset.
 
 use std::{
-    collections::HashMap,
-    io::{BufRead, BufReader},
     os::unix::process::ExitStatusExt,
-    process::{Child, ChildStdout, Command, ExitStatus},
-    sync::{OnceLock, mpsc},
-    thread,
-    time::{Duration, Instant},
+    path::PathBuf,
+    process::{Command, ExitStatus},
+    sync::OnceLock,
+    time::Duration,
 };
 
-use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
+use corral_tests::{Guard, Lines, Proc};
 
 /// The `corral` binary under test.
 pub fn corral() -> Command {
@@ -27,22 +22,8 @@ pub fn corral() -> Command {
 /// Where the `corral` binary is: as cargo-nextest says at run time (also for
 /// an archive unpacked elsewhere, as the unprivileged pass does), else where
 /// cargo built it.
-pub fn corral_path() -> std::path::PathBuf {
-    std::env::var_os("NEXTEST_BIN_EXE_corral")
-        .map_or_else(|| env!("CARGO_BIN_EXE_corral").into(), Into::into)
-}
-
-/// This package's directory: as the test runner says at run time (nextest
-/// remaps it for an archive), else where it was built.
-pub fn manifest_dir() -> std::path::PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), Into::into)
-}
-
-/// A scratch file or directory name for this test process, in the temporary
-/// directory (writable by any user, unlike the build's target directory).
-pub fn scratch(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("corral-cli-test-{}-{name}", std::process::id()))
+pub fn corral_path() -> PathBuf {
+    corral_tests::bin_path!("corral")
 }
 
 /// GNU `timeout`, to compare with.
@@ -55,182 +36,6 @@ pub fn shell_status(status: ExitStatus) -> i32 {
         .code()
         .or_else(|| status.signal().map(|n| 128 + n))
         .expect("exited or signalled")
-}
-
-/// A process: pid and start time (clock ticks after boot).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Proc {
-    pub pid: i32,
-    pub start_time: u64,
-}
-
-/// `(state, start_time)` from `/proc/PID/stat`, if the pid exists.
-fn stat(pid: i32) -> Option<(char, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = text.rsplit_once(')')?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let state = fields.first()?.chars().next()?;
-    let start_time = fields.get(22 - 3)?.parse().ok()?;
-    Some((state, start_time))
-}
-
-impl Proc {
-    /// The process now behind `pid`, if any.
-    pub fn of(pid: i32) -> Option<Self> {
-        stat(pid).map(|(_, start_time)| Self { pid, start_time })
-    }
-
-    /// Parses a pid printed by a test command and identifies it.
-    pub fn of_line(line: &str) -> Self {
-        let pid = line
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("not a pid: {line:?}"));
-        Self::of(pid).unwrap_or_else(|| panic!("pid {pid} vanished before it was identified"))
-    }
-
-    /// Whether this very process is still running (a zombie is not).
-    pub fn is_alive(self) -> bool {
-        matches!(stat(self.pid), Some((state, start)) if start == self.start_time && !matches!(state, 'Z' | 'X' | 'x'))
-    }
-
-    /// Sends `signal` through a pidfd, after checking the pidfd refers to
-    /// this process. False if it is gone.
-    pub fn signal(self, signal: Signal) -> bool {
-        let Some(pid) = Pid::from_raw(self.pid) else {
-            return false;
-        };
-        let Ok(pidfd) = pidfd_open(pid, PidfdFlags::empty()) else {
-            return false;
-        };
-        // The pidfd pins one process; check it is the one we identified.
-        if !matches!(stat(self.pid), Some((_, start)) if start == self.start_time) {
-            return false;
-        }
-        pidfd_send_signal(&pidfd, signal).is_ok()
-    }
-
-    /// The signal masks of `/proc/PID/status` (`SigIgn`, `SigCgt`, ...).
-    pub fn signal_masks(self) -> HashMap<String, u64> {
-        let text =
-            std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
-        text.lines()
-            .filter_map(|line| {
-                let (key, value) = line.split_once(':')?;
-                key.starts_with("Sig")
-                    .then(|| Some((key.to_owned(), u64::from_str_radix(value.trim(), 16).ok()?)))?
-            })
-            .collect()
-    }
-}
-
-/// Whether signal `n`'s bit is set in a `/proc` signal mask.
-pub fn has_signal(mask: u64, n: i32) -> bool {
-    mask & (1 << (n - 1)) != 0
-}
-
-/// Kills on drop, by identity, everything a test started that still runs:
-/// the direct child and every process recorded with [`Guard::watch`].
-#[derive(Debug, Default)]
-pub struct Guard {
-    procs: Vec<Proc>,
-    pub child: Option<Child>,
-}
-
-impl Guard {
-    pub fn new(child: Child) -> Self {
-        let mut guard = Self::default();
-        if let Some(me) = Proc::of(child.id() as i32) {
-            guard.procs.push(me);
-        }
-        guard.child = Some(child);
-        guard
-    }
-
-    pub fn watch(&mut self, proc: Proc) {
-        self.procs.push(proc);
-    }
-
-    pub fn child(&mut self) -> &mut Child {
-        self.child.as_mut().expect("guard holds a child")
-    }
-
-    /// Waits for the child to exit, at most `limit`.
-    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child().try_wait().expect("try_wait") {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        for proc in &self.procs {
-            if proc.is_alive() {
-                proc.signal(Signal::KILL);
-            }
-        }
-        if let Some(child) = &mut self.child {
-            let _ = child.wait();
-        }
-    }
-}
-
-/// The lines a child writes to its standard output, read by a thread.
-#[derive(Debug)]
-pub struct Lines(mpsc::Receiver<String>);
-
-impl Lines {
-    pub fn new(stdout: ChildStdout) -> Self {
-        let (sender, receiver) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Self(receiver)
-    }
-
-    /// The next line, waiting at most `limit`.
-    pub fn next(&self, limit: Duration) -> Option<String> {
-        self.0.recv_timeout(limit).ok()
-    }
-
-    /// The next `n` lines, each within `limit`, or a panic naming what came.
-    pub fn take(&self, n: usize, limit: Duration) -> Vec<String> {
-        let mut lines = Vec::new();
-        while lines.len() < n {
-            match self.next(limit) {
-                Some(line) => lines.push(line),
-                None => panic!("expected {n} lines within {limit:?}, got {lines:?}"),
-            }
-        }
-        lines
-    }
-}
-
-/// Polls `predicate` until it holds (true) or `limit` passes (false).
-pub fn wait_until(limit: Duration, mut predicate: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if predicate() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// Whether `backend` can be used by corral here, or why not (from `corral
@@ -264,7 +69,7 @@ pub fn for_backends(backends: &[&str], mut body: impl FnMut(&str)) {
     for &backend in backends {
         match backend_available(backend) {
             Ok(()) => body(backend),
-            Err(reason) => eprintln!("SKIPPED: backend {backend}: {reason}"),
+            Err(reason) => corral_tests::skipped(format!("backend {backend}: {reason}")),
         }
     }
 }

@@ -1,40 +1,29 @@
-//! Helpers for the tests of `corral mcp wrap` (`mcp_wrap`, `mcp_peers`);
-//! include with `mod mcp_common;`.
-//!
-//! Processes are named by identity ([`Proc`]: pid plus start time from
-//! `/proc/PID/stat`) and signalled only through a pidfd after re-checking
-//! that identity. Tests never signal anything by name. Every process a test
-//! starts or learns of is killed on drop ([`Guard`]), failures included.
+//! What the tests of `corral mcp wrap` (`mcp_wrap`, `mcp_peers`) share
+//! beyond the `corral_tests` library: the wrapper, the MCP peers, and the
+//! JSON the fixture and the client write. Include with `mod mcp_common;`.
 
 #![allow(dead_code)]
 
 use std::{
-    io::{BufRead, BufReader},
     path::{Path, PathBuf},
-    process::{Child, ChildStdout, Command, Stdio},
-    sync::mpsc,
+    process::{ChildStdout, Command, Stdio},
     time::{Duration, Instant},
 };
 
-use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
+use corral_tests::{Lines, Proc, wait_until};
 use serde_json::Value;
 
 /// The repository root: from this package's directory as the test runner
 /// gives it at run time (cargo-nextest remaps it for an archive, as the
 /// unprivileged pass uses), else as it was built.
 pub fn repo() -> PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
-        .join("../..")
+    corral_tests::manifest_dir!().join("../..")
 }
 
 /// The `corral` binary under test (where cargo-nextest says it is, else
 /// where cargo built it); the relay is `corral mcp wrap` ([`WRAP`]).
 pub fn wrapper() -> PathBuf {
-    std::env::var_os("NEXTEST_BIN_EXE_corral").map_or_else(
-        || PathBuf::from(env!("CARGO_BIN_EXE_corral")),
-        PathBuf::from,
-    )
+    corral_tests::bin_path!("corral")
 }
 
 /// The subcommand after [`wrapper`].
@@ -70,153 +59,11 @@ pub fn require_peers() {
     );
 }
 
-/// A scratch directory, removed on drop.
-#[derive(Debug)]
-pub struct Scratch(pub PathBuf);
-
-impl Scratch {
-    pub fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("corral-mcp-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("creating a scratch directory");
-        Self(dir)
-    }
-
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A process by identity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Proc {
-    pub pid: i32,
-    pub start_time: u64,
-}
-
-/// `(state, start time)` from `/proc/PID/stat`.
-fn stat(pid: i32) -> Option<(char, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = text.rsplit_once(')')?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    Some((
-        fields.first()?.chars().next()?,
-        fields.get(19)?.parse().ok()?,
-    ))
-}
-
-impl Proc {
-    /// The identity of `pid` now, if it exists.
-    pub fn of(pid: i32) -> Option<Self> {
-        stat(pid).map(|(_, start_time)| Self { pid, start_time })
-    }
-
-    /// From a `{"pid": N, "start_time": T}` object.
-    pub fn from_json(value: &Value) -> Self {
-        Self {
-            pid: value["pid"].as_i64().expect("pid") as i32,
-            start_time: value["start_time"].as_u64().expect("start_time"),
-        }
-    }
-
-    /// Whether this very process is alive (not a zombie, not reused).
-    pub fn is_running(&self) -> bool {
-        stat(self.pid).is_some_and(|(state, start)| {
-            start == self.start_time && !matches!(state, 'Z' | 'X' | 'x')
-        })
-    }
-
-    /// Sends `signal` through a pidfd if this is still the same process.
-    /// Returns whether it was sent.
-    pub fn signal(&self, signal: Signal) -> bool {
-        let Some(pid) = Pid::from_raw(self.pid) else {
-            return false;
-        };
-        let Ok(pidfd) = pidfd_open(pid, PidfdFlags::empty()) else {
-            return false;
-        };
-        // The pidfd pins whatever has the pid now: check that it is ours.
-        if !self.is_running() {
-            return false;
-        }
-        pidfd_send_signal(&pidfd, signal).is_ok()
-    }
-}
-
-/// A child process killed and reaped on drop (our unreaped child: its pid
-/// cannot have been reused).
-#[derive(Debug)]
-pub struct Owned(pub Child);
-
-impl Drop for Owned {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl std::ops::Deref for Owned {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Owned {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
-    }
-}
-
-/// Kills, on drop, every process it was told of that is still running.
-#[derive(Debug, Default)]
-pub struct Guard {
-    procs: Vec<Proc>,
-}
-
-impl Guard {
-    pub fn watch(&mut self, procs: impl IntoIterator<Item = Proc>) {
-        self.procs.extend(procs);
-    }
-
-    /// Kills what is still running now; returns what was.
-    pub fn kill_running(&mut self) -> Vec<Proc> {
-        let running: Vec<Proc> = self
-            .procs
-            .iter()
-            .copied()
-            .filter(Proc::is_running)
-            .collect();
-        for proc in &running {
-            proc.signal(Signal::KILL);
-        }
-        running
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        self.kill_running();
-    }
-}
-
-/// Polls `predicate` every 5 ms until it holds (→ true) or `limit` passes.
-pub fn wait_until(limit: Duration, mut predicate: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    loop {
-        if predicate() {
-            return true;
-        }
-        if Instant::now() >= end {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(5));
+/// A process from a `{"pid": N, "start_time": T}` object.
+pub fn proc_from_json(value: &Value) -> Proc {
+    Proc {
+        pid: value["pid"].as_i64().expect("pid") as i32,
+        start_time: value["start_time"].as_u64().expect("start_time"),
     }
 }
 
@@ -237,7 +84,7 @@ pub fn read_json(path: &Path, limit: Duration) -> Value {
 pub fn fixture_procs(pids: &Value) -> Vec<(String, Proc)> {
     ["server", "setsid_child", "term_ignorer", "daemon"]
         .iter()
-        .map(|name| ((*name).to_owned(), Proc::from_json(&pids[*name])))
+        .map(|name| ((*name).to_owned(), proc_from_json(&pids[*name])))
         .collect()
 }
 
@@ -259,33 +106,23 @@ pub fn client(args: &[&str], server: &[&Path], env: &[(&str, &Path)]) -> Command
     command
 }
 
-/// Reads JSON lines from a child's stdout on a thread.
-pub struct Lines(mpsc::Receiver<Value>);
+/// Reads JSON lines from a child's stdout on a thread (a line that is not
+/// JSON becomes the string `not JSON: LINE`).
+pub fn json_lines(stdout: ChildStdout) -> Lines<Value> {
+    Lines::parsed(stdout, |line| {
+        serde_json::from_str(&line).unwrap_or_else(|_| Value::String(format!("not JSON: {line}")))
+    })
+}
 
-impl Lines {
-    pub fn new(stdout: ChildStdout) -> Self {
-        let (sender, receiver) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let value = serde_json::from_str(&line)
-                    .unwrap_or_else(|_| Value::String(format!("not JSON: {line}")));
-                if sender.send(value).is_err() {
-                    break;
-                }
-            }
-        });
-        Self(receiver)
-    }
-
-    /// The next line, or `None` at end of output or after `limit`.
-    pub fn next(&self, limit: Duration) -> Option<Value> {
-        self.0.recv_timeout(limit).ok()
-    }
-
+/// Waiting for a client's event lines.
+pub trait Events {
     /// Lines until the one whose `event` is `event`; panics if it does not
     /// come within `limit`.
-    pub fn until(&self, event: &str, limit: Duration) -> Value {
+    fn until(&self, event: &str, limit: Duration) -> Value;
+}
+
+impl Events for Lines<Value> {
+    fn until(&self, event: &str, limit: Duration) -> Value {
         let end = Instant::now() + limit;
         loop {
             let left = end.saturating_duration_since(Instant::now());

@@ -1,0 +1,139 @@
+//! A process by identity, and the `/proc/PID/stat` parser.
+
+use std::collections::HashMap;
+
+use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
+
+/// The fields of `/proc/PID/stat` the tests care about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// `R`, `S`, `D`, `T`, `Z`, `X`, ... (field 3).
+    pub state: char,
+    /// Field 4.
+    pub ppid: i32,
+    /// Process group id (field 5).
+    pub pgrp: i32,
+    /// Session id (field 6).
+    pub session: i32,
+    /// Start time in clock ticks since boot (field 22).
+    pub start_time: u64,
+}
+
+impl Stat {
+    /// Neither a zombie nor dead.
+    pub fn is_running(&self) -> bool {
+        !matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
+/// Reads `/proc/PID/stat`; `None` if the process does not exist (any more)
+/// or the file cannot be parsed.
+///
+/// The command name (field 2) is in parentheses and may itself contain
+/// spaces and `)`, so the line is split at its *last* `)`.
+pub fn stat(pid: i32) -> Option<Stat> {
+    if pid <= 0 {
+        return None;
+    }
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = text.rsplit_once(')')?;
+    // `fields[0]` is field 3, so field N is `fields[N - 3]`.
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(Stat {
+        state: fields.first()?.chars().next()?,
+        ppid: fields.get(1)?.parse().ok()?,
+        pgrp: fields.get(2)?.parse().ok()?,
+        session: fields.get(3)?.parse().ok()?,
+        start_time: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// The identity of a process: its pid and its start time (field 22 of
+/// `/proc/PID/stat`, in clock ticks since boot). A pid can be reused; the
+/// pair cannot (in practice).
+///
+/// `start_time == 0` means the process was already gone (reaped) when its
+/// identity was read; such a `Proc` is never alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Proc {
+    pub pid: i32,
+    pub start_time: u64,
+}
+
+impl Proc {
+    /// The identity of `pid` right now, if it exists (zombies included).
+    pub fn of(pid: i32) -> Option<Self> {
+        stat(pid).map(|s| Self {
+            pid,
+            start_time: s.start_time,
+        })
+    }
+
+    /// Parses a pid printed by a test command and identifies it.
+    ///
+    /// # Panics
+    /// If `line` is not a pid, or the process is already gone.
+    pub fn of_line(line: &str) -> Self {
+        let pid = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("not a pid: {line:?}"));
+        Self::of(pid).unwrap_or_else(|| panic!("pid {pid} vanished before it was identified"))
+    }
+
+    /// True only if this very process still exists (same start time) and is
+    /// neither a zombie nor dead.
+    pub fn is_alive(&self) -> bool {
+        stat(self.pid).is_some_and(|s| s.start_time == self.start_time && s.is_running())
+    }
+
+    /// Sends `signal` through a pidfd, only if this is still that very
+    /// process: the pidfd pins whatever process has the pid when it is
+    /// opened, and the identity is re-checked after opening it. Returns
+    /// whether the signal was sent (false if it is gone or a zombie).
+    pub fn signal(&self, signal: Signal) -> bool {
+        let Some(pid) = Pid::from_raw(self.pid) else {
+            return false;
+        };
+        let Ok(pidfd) = pidfd_open(pid, PidfdFlags::empty()) else {
+            return false;
+        };
+        self.is_alive() && pidfd_send_signal(&pidfd, signal).is_ok()
+    }
+
+    /// `SIGKILL` by identity (see [`Proc::signal`]).
+    pub fn kill(&self) -> bool {
+        self.signal(Signal::KILL)
+    }
+
+    /// The signal masks of `/proc/PID/status` (`SigIgn`, `SigCgt`, ...);
+    /// empty if the process is gone.
+    pub fn signal_masks(&self) -> HashMap<String, u64> {
+        let text =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| {
+                let (key, value) = line.split_once(':')?;
+                key.starts_with("Sig")
+                    .then(|| Some((key.to_owned(), u64::from_str_radix(value.trim(), 16).ok()?)))?
+            })
+            .collect()
+    }
+
+    /// Whether the process ignores signal `signum` (`SigIgn`); `None` if it
+    /// is gone.
+    pub fn ignores(&self, signum: i32) -> Option<bool> {
+        let mask = *self.signal_masks().get("SigIgn")?;
+        Some(has_signal(mask, signum))
+    }
+}
+
+/// Whether signal `n`'s bit is set in a `/proc` signal mask.
+pub fn has_signal(mask: u64, n: i32) -> bool {
+    mask & (1 << (n - 1)) != 0
+}
+
+/// How many of `procs` are still alive.
+pub fn count_alive(procs: &[Proc]) -> usize {
+    procs.iter().filter(|p| p.is_alive()).count()
+}

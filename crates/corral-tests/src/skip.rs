@@ -1,0 +1,25 @@
+//! What this machine can run. A test that cannot do (part of) its work
+//! here says so in a line starting `SKIPPED:` on its standard output (which
+//! `scripts/test-unprivileged` lists) and passes.
+
+use std::path::PathBuf;
+
+/// Prints `SKIPPED: {reason}`.
+pub fn skipped(reason: impl std::fmt::Display) {
+    println!("SKIPPED: {reason}");
+}
+
+/// Whether the tests run as root.
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Where corral creates cgroup leaves, or `None` (said as skipped) without
+/// the cgroup backend.
+pub fn cgroup_parent() -> Option<PathBuf> {
+    let parent = corral::capabilities().cgroup_parent;
+    if parent.is_none() {
+        skipped("the cgroup backend is not available here");
+    }
+    parent
+}

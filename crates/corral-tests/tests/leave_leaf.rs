@@ -1,0 +1,527 @@
+//! Leaving the leaf: a member that may write another cgroup's `cgroup.procs`
+//! (root can) moves itself out of its leaf cgroup, where neither
+//! `cgroup.kill` nor `populated 0` sees it. corral remembers the members it
+//! listed and ends such a one by identity, naming it in `left_cgroup`; a
+//! command run as another user cannot leave at all.
+//!
+//! Needs the cgroup backend (root or a delegated subtree); the user tests
+//! need root. Elsewhere they print `SKIPPED:` and pass.
+
+mod common;
+#[allow(dead_code)] // Only `in_child` and `runtime` are needed here.
+#[path = "faults/support.rs"]
+mod support;
+
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use common::fixture_path;
+use corral::{Backend, BackendChoice, Command, Error, Finished, Outcome, OutputTap};
+use corral_tests::{Bystander, Guard, Proc, READY_TIMEOUT, cgroup_parent, is_root, parse_ready};
+use tokio_util::sync::CancellationToken;
+
+const GRACE: Duration = Duration::from_millis(300);
+const FINAL: Duration = Duration::from_secs(1);
+/// Scheduling slack on a loaded 2-core machine.
+const SLACK: Duration = Duration::from_secs(3);
+/// `nobody` on Debian and most distributions.
+const NOBODY: u32 = 65534;
+
+/// A cgroup tree of `command` (the grace set; backend, final bound and
+/// cancellation set here), cancelled once its readiness line is out.
+struct Cancelled {
+    finished: Finished,
+    /// The processes on the readiness line.
+    procs: Vec<Proc>,
+    /// From the cancellation to the result.
+    took: Duration,
+    leaf: PathBuf,
+    /// Kills `procs` on drop, if they are still alive.
+    _cleanup: Guard,
+}
+
+/// Spawns and cancels `command` (see [`Cancelled`]); `None` (said as
+/// skipped) without the cgroup backend.
+async fn cancel_when_ready(command: Command) -> Option<Cancelled> {
+    let token = CancellationToken::new();
+    let command = command
+        .backend(BackendChoice::Only(Backend::Cgroup))
+        .final_bound(FINAL)
+        .cancel_on(token.clone());
+    let child = spawned(command.spawn().await)?;
+    let leaf = child.cgroup().expect("a leaf").to_owned();
+    let mut tap = child.stdout_tap().expect("captured");
+    let procs = parse_ready(&first_line(&mut tap).await);
+    let _cleanup = Guard::of(procs.clone());
+    let started = std::time::Instant::now();
+    token.cancel();
+    let finished = child.wait().await.expect("a result");
+    Some(Cancelled {
+        finished,
+        procs,
+        took: started.elapsed(),
+        leaf,
+        _cleanup,
+    })
+}
+
+/// `sh -c 'sh -c "$ESCAPER" & wait'`, with `$PARENT` the leaf's parent.
+fn escaper_tree(escaper: &str, parent: &Path) -> Command {
+    Command::new("sh")
+        .args(["-c", "sh -c \"$ESCAPER\" & wait"])
+        .env("ESCAPER", escaper)
+        .env("PARENT", parent)
+}
+
+/// The processes the report names as having left the leaf.
+fn left_cgroup(finished: &Finished) -> Vec<Proc> {
+    finished
+        .report
+        .left_cgroup
+        .iter()
+        .map(|p| Proc {
+            pid: p.pid,
+            start_time: p.start_time,
+        })
+        .collect()
+}
+
+/// The first line of output, once it is there.
+async fn first_line(tap: &mut OutputTap) -> String {
+    let ready = tokio::time::timeout(READY_TIMEOUT, tap.wait_for(|b| b.contains(&b'\n')))
+        .await
+        .expect("a first line in time");
+    assert!(ready, "the command ended before its first line");
+    String::from_utf8_lossy(&tap.snapshot())
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn spawned(result: Result<corral::Child, Error>) -> Option<corral::Child> {
+    match result {
+        Ok(child) => Some(child),
+        Err(Error::BackendUnavailable { reason, .. }) => {
+            println!("SKIPPED: the cgroup backend is not available here: {reason}");
+            None
+        }
+        Err(error) => panic!("{error}"),
+    }
+}
+
+/// Bounded, and nothing left in the leaf or outside it.
+fn assert_contained(finished: &Finished, took: Duration, leaf: &std::path::Path) {
+    assert!(
+        took < GRACE + FINAL + SLACK,
+        "the call took {took:?}: {:?}",
+        finished.report
+    );
+    assert!(
+        finished.report.survivors.is_empty(),
+        "{:?}",
+        finished.report
+    );
+    assert!(!finished.report.cgroup_left, "{:?}", finished.report);
+    assert!(
+        !leaf.exists(),
+        "the leaf {} was left behind",
+        leaf.display()
+    );
+}
+
+/// A member that moves itself into the parent cgroup when asked to stop (as
+/// root it may): the tree is still ended, that process is killed by identity
+/// and named in `left_cgroup`, not passed over as "no survivors". The member
+/// then execs into `sleep`: still the same process, still ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_left_the_leaf_is_ended_and_reported() {
+    let Some(parent) = cgroup_parent() else {
+        return;
+    };
+    let bystander = Bystander::spawn(fixture_path());
+    // The leader starts the escaper and waits; the escaper, on SIGTERM,
+    // writes 0 (itself) to the parent's cgroup.procs and becomes `sleep`.
+    let escaper = "trap 'echo 0 > \"$PARENT/cgroup.procs\"; exec sleep 60' TERM; \
+                   sleep 60 & echo ready $$; wait";
+    let command = escaper_tree(escaper, &parent).grace(GRACE);
+    let Some(run) = cancel_when_ready(command).await else {
+        return;
+    };
+    let Cancelled {
+        finished,
+        procs,
+        took,
+        leaf,
+        _cleanup,
+    } = run;
+    let escaper = procs[0];
+
+    assert_eq!(finished.outcome, Outcome::Cancelled);
+    let left = left_cgroup(&finished);
+    assert_eq!(
+        left,
+        [escaper],
+        "the member that left the leaf is named: {:?}",
+        finished.report
+    );
+    assert!(
+        !escaper.is_alive(),
+        "the member that left the leaf still runs"
+    );
+    assert!(finished.report.escalated, "{:?}", finished.report);
+    assert_contained(&finished, took, &leaf);
+    assert!(bystander.is_running(), "a bystander was killed");
+}
+
+/// A member that left the leaf early, long before the cleanup, while its
+/// parent stayed inside: never listed in the leaf, it is found at the first
+/// signal through its parent link, then ended and named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_left_early_is_found_through_its_parent() {
+    let Some(parent) = cgroup_parent() else {
+        return;
+    };
+    let escaper = "echo 0 > \"$PARENT/cgroup.procs\" && echo ready $$ && exec sleep 60";
+    let command = escaper_tree(escaper, &parent).grace(GRACE);
+    let Some(run) = cancel_when_ready(command).await else {
+        return;
+    };
+    let Cancelled {
+        finished,
+        procs,
+        took,
+        leaf,
+        _cleanup,
+    } = run;
+    let escaper = procs[0];
+
+    let left = left_cgroup(&finished);
+    assert_eq!(left, [escaper], "{:?}", finished.report);
+    assert!(!escaper.is_alive(), "the member that left early still runs");
+    assert_contained(&finished, took, &leaf);
+}
+
+/// A child forked during the grace (after the first listing) that moves
+/// itself out while its parent, which ignores SIGTERM, stays: found by the
+/// second look just before `SIGKILL`, then ended and named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_left_during_the_grace_is_found_before_sigkill() {
+    let Some(parent) = cgroup_parent() else {
+        return;
+    };
+    // The escaper prints its identity, so the test can end it if corral does
+    // not.
+    let escaper = "echo 0 > \"$PARENT/cgroup.procs\" && \
+                   echo escaped $$ $(cut -d' ' -f22 /proc/$$/stat) && exec sleep 60";
+    let leader = "trap 'sh -c \"$ESCAPER\" &' TERM; echo ready $$; \
+                  while :; do sleep 0.05; done";
+    let command = Command::new("sh")
+        .args(["-c", leader])
+        .env("ESCAPER", escaper)
+        .env("PARENT", &parent)
+        .grace(GRACE * 3); // time to fork and move, on a loaded machine
+    let Some(Cancelled {
+        finished,
+        took,
+        leaf,
+        _cleanup,
+        ..
+    }) = cancel_when_ready(command).await
+    else {
+        return;
+    };
+    let took = took.saturating_sub(GRACE * 2);
+
+    let stdout = finished.stdout.text();
+    let escaped: Vec<Proc> = stdout
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.strip_prefix("escaped ")?.split_whitespace();
+            Some(Proc {
+                pid: words.next()?.parse().ok()?,
+                start_time: words.next()?.parse().ok()?,
+            })
+        })
+        .collect();
+    let _cleanup_escaped = Guard::of(escaped.clone());
+    assert_eq!(escaped.len(), 1, "the escaper ran: {stdout:?}");
+    let left = left_cgroup(&finished);
+    assert_eq!(left, [escaped[0]], "{:?}", finished.report);
+    assert!(!escaped[0].is_alive(), "the escaper still runs");
+    assert!(finished.report.escalated);
+    assert_contained(&finished, took, &leaf);
+}
+
+/// A member that left the leaf and then forked: its child was never in the
+/// leaf, never listed, but is found through its parent and ended too. A
+/// member that ignores SIGTERM keeps the leaf populated until `SIGKILL`, so
+/// the fork happens before corral looks outside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_departed_member_forked_outside_is_ended_too() {
+    let Some(parent) = cgroup_parent() else {
+        return;
+    };
+    let escaper = "trap 'echo 0 > \"$PARENT/cgroup.procs\"; sleep 60 & exec sleep 60' TERM; \
+                   sleep 60 & echo ready $$; wait";
+    let command = Command::new("sh")
+        .args([
+            "-c",
+            "sh -c \"$ESCAPER\" & sh -c \"trap '' TERM; exec sleep 60\" & wait",
+        ])
+        .env("ESCAPER", escaper)
+        .env("PARENT", &parent)
+        .grace(GRACE * 3); // time to move and fork, on a loaded machine
+    let Some(run) = cancel_when_ready(command).await else {
+        return;
+    };
+    let Cancelled {
+        finished,
+        procs,
+        took,
+        leaf,
+        _cleanup,
+    } = run;
+    let escaper = procs[0];
+    let took = took.saturating_sub(GRACE * 2);
+
+    let left = left_cgroup(&finished);
+    let _cleanup_left = Guard::of(left.clone());
+    assert_eq!(
+        left.len(),
+        2,
+        "the member and its child: {:?}",
+        finished.report
+    );
+    assert!(left.contains(&escaper), "{:?}", finished.report);
+    for p in &left {
+        assert!(!p.is_alive(), "{p:?} still runs");
+    }
+    assert_contained(&finished, took, &leaf);
+}
+
+/// Run as another user (here `nobody`), the same move is refused by the
+/// kernel: the leaf and its ancestors belong to root. The tree is contained
+/// and nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_run_as_another_user_cannot_leave_the_leaf() {
+    if !is_root() {
+        return println!("SKIPPED: running as another user needs root");
+    }
+    let Some(parent) = cgroup_parent() else {
+        return;
+    };
+    // Tries at once and again on SIGTERM, and says how the first went.
+    let script = "trap 'echo 0 > \"$PARENT/cgroup.procs\"; exec sleep 60' TERM; \
+                  if echo 0 > \"$PARENT/cgroup.procs\"; then r=moved; else r=refused; fi; \
+                  sleep 60 & echo ready $$ $r $(id -u) $(id -g) $(id -G); wait";
+    let token = CancellationToken::new();
+    let command = Command::new("sh")
+        .args(["-c", script])
+        .env("PARENT", &parent)
+        .current_dir("/")
+        .user(NOBODY)
+        .group(NOBODY)
+        .backend(BackendChoice::Only(Backend::Cgroup))
+        .grace(GRACE)
+        .final_bound(FINAL)
+        .cancel_on(token.clone());
+    let Some(child) = spawned(command.spawn().await) else {
+        return;
+    };
+    let leaf = child.cgroup().expect("a leaf").to_owned();
+    let mut tap = child.stdout_tap().expect("captured");
+    let line = first_line(&mut tap).await;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let leader = parse_ready(&words[..2].join(" "));
+    let _cleanup = Guard::of(leader.clone());
+
+    let started = std::time::Instant::now();
+    token.cancel();
+    let finished = child.wait().await.expect("a result");
+    let took = started.elapsed();
+
+    let nobody = NOBODY.to_string();
+    assert_eq!(
+        words[2..],
+        ["refused", &nobody, &nobody, &nobody],
+        "runs as nobody:nobody with no other group, and the move is refused \
+         (stderr: {})",
+        finished.stderr.text()
+    );
+    assert!(
+        finished.stderr.text().contains("Permission denied"),
+        "the kernel said EACCES: {}",
+        finished.stderr.text()
+    );
+    assert!(
+        finished.report.left_cgroup.is_empty(),
+        "{:?}",
+        finished.report
+    );
+    assert!(!leader[0].is_alive());
+    assert_contained(&finished, took, &leaf);
+}
+
+/// A user change is applied on every backend (through clone3 into the leaf,
+/// or through the pre-exec hook of std's spawn).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_user_and_group_are_applied_on_every_backend() {
+    if !is_root() {
+        return println!("SKIPPED: running as another user needs root");
+    }
+    for backend in [Backend::Cgroup, Backend::Subreaper, Backend::Group] {
+        let command = Command::new("sh")
+            .args(["-c", "echo $(id -u) $(id -g) $(id -G)"])
+            .current_dir("/")
+            .user(NOBODY)
+            .group(NOBODY)
+            .backend(BackendChoice::Only(backend))
+            .timeout(Duration::from_secs(10));
+        let finished = match command.run().await {
+            Ok(finished) => finished,
+            Err(Error::BackendUnavailable { reason, .. }) => {
+                println!("SKIPPED: backend {backend} is not available here: {reason}");
+                continue;
+            }
+            Err(error) => panic!("{backend}: {error}"),
+        };
+        assert_eq!(
+            finished.outcome,
+            Outcome::Exited { code: 0 },
+            "{backend}: {}",
+            finished.stderr.text()
+        );
+        let nobody = NOBODY.to_string();
+        assert_eq!(
+            finished.stdout.text().trim(),
+            [nobody.as_str(); 3].join(" "),
+            "{backend}"
+        );
+    }
+}
+
+/// Without root, a user change is refused before anything runs, with a
+/// message that names the fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_change_without_root_is_refused_up_front() {
+    if is_root() {
+        return println!("SKIPPED: as root any user may be taken on");
+    }
+    let other = if rustix::process::geteuid().as_raw() == NOBODY {
+        NOBODY - 1
+    } else {
+        NOBODY
+    };
+    let result = Command::new("true").user(other).run().await;
+    let Err(error @ Error::Spawn { .. }) = result else {
+        panic!("not refused: {result:?}");
+    };
+    assert!(error.to_string().contains("needs root"), "{error}");
+}
+
+/// Where the cgroup2 mount has `nsdelegate`, the leader gets a cgroup
+/// namespace rooted at its leaf (the kernel then refuses moves out of it,
+/// root's too). This machine's mount may lack the option, so the test
+/// injects it (`CORRAL_FAULTS=nsdelegate`) and checks the namespace: the
+/// leader sees its leaf as `/`. The kernel's refusal itself is exercised
+/// only on a machine mounted with `nsdelegate`.
+#[test]
+fn the_leader_gets_a_cgroup_namespace_where_nsdelegate() {
+    const NAME: &str = "the_leader_gets_a_cgroup_namespace_where_nsdelegate";
+    if !is_root() {
+        return println!("SKIPPED: a cgroup namespace needs root");
+    }
+    if let support::Run::Done = support::in_child(NAME, "nsdelegate", false) {
+        return;
+    }
+    let runtime = support::runtime();
+    let Some(finished) = runtime.block_on(async {
+        let command = Command::new("cat")
+            .arg("/proc/self/cgroup")
+            .backend(BackendChoice::Only(Backend::Cgroup))
+            .timeout(Duration::from_secs(10));
+        spawned(command.spawn().await)?.wait().await.ok()
+    }) else {
+        return;
+    };
+    let cgroup = finished.stdout.text();
+    assert!(
+        cgroup.lines().any(|line| line == "0::/"),
+        "the leader is the root of its own cgroup namespace: {cgroup:?} ({})",
+        finished.stderr.text()
+    );
+}
+
+/// Where `clone3` is refused, the child joins its leaf in std's pre-exec
+/// hook, then takes on the namespace, group and user in the same order.
+#[test]
+fn the_pre_exec_path_joins_the_leaf_then_changes_user_and_namespace() {
+    const NAME: &str = "the_pre_exec_path_joins_the_leaf_then_changes_user_and_namespace";
+    if !is_root() {
+        return println!("SKIPPED: a cgroup namespace and a user change need root");
+    }
+    if let support::Run::Done = support::in_child(NAME, "no-clone3,nsdelegate", false) {
+        return;
+    }
+    let Some(parent) = cgroup_parent() else {
+        return;
+    };
+    let script = "grep '^0::' /proc/self/cgroup; echo $(id -u) $(id -g) $(id -G); \
+                  echo 0 > \"$PARENT/cgroup.procs\" && echo moved";
+    let runtime = support::runtime();
+    let Some(finished) = runtime.block_on(async {
+        let command = Command::new("sh")
+            .args(["-c", script])
+            .env("PARENT", &parent)
+            .current_dir("/")
+            .user(NOBODY)
+            .group(NOBODY)
+            .backend(BackendChoice::Only(Backend::Cgroup))
+            .timeout(Duration::from_secs(10));
+        spawned(command.spawn().await)?.wait().await.ok()
+    }) else {
+        return;
+    };
+    let nobody = NOBODY.to_string();
+    let stdout = finished.stdout.text();
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        ["0::/", &[nobody.as_str(); 3].join(" ")],
+        "stderr: {}",
+        finished.stderr.text()
+    );
+    assert!(finished.stderr.text().contains("Permission denied"));
+    assert!(finished.report.left_cgroup.is_empty());
+}
+
+/// Without `nsdelegate` (and without the injected fault) the leader shares
+/// corral's cgroup namespace and sees its leaf's full path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_cgroup_namespace_without_nsdelegate() {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    if mountinfo
+        .lines()
+        .any(|l| l.contains(" - cgroup2 ") && l.contains("nsdelegate"))
+    {
+        return println!("SKIPPED: this machine's cgroup2 mount has nsdelegate");
+    }
+    let command = Command::new("cat")
+        .arg("/proc/self/cgroup")
+        .backend(BackendChoice::Only(Backend::Cgroup))
+        .timeout(Duration::from_secs(10));
+    let Some(child) = spawned(command.spawn().await) else {
+        return;
+    };
+    let leaf = child.cgroup().expect("a leaf").to_owned();
+    let finished = child.wait().await.expect("a result");
+    let name = leaf.file_name().expect("a name").to_string_lossy();
+    let text = finished.stdout.text();
+    assert!(
+        text.lines()
+            .any(|line| line.starts_with("0::/") && line.ends_with(&*name)),
+        "{text:?}"
+    );
+}

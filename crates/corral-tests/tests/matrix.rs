@@ -1,0 +1,1072 @@
+//! Every fixture through every path on every backend.
+//!
+//! Paths: the time limit, a cancellation token, dropping the handle, and the
+//! leader exiting with leftovers (by itself, or killed by the test); plus a
+//! normal exit and each spawn error. Each case asserts: a bounded return,
+//! zero survivors (zombies do not count) apart from the group backend's
+//! documented holes, output kept, a bystander untouched, and no descriptor or
+//! cgroup directory leaked. Run under cargo-nextest: each test is its own
+//! process, since the subreaper role is process-global.
+
+mod common;
+
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use common::fixture_path;
+use corral::{Backend, BackendChoice, Command, Error, Finished, Outcome, Signal, SpawnFailure};
+use corral_tests::{
+    Bystander, Guard, Proc, READY_TIMEOUT, kill_leftovers, parse_ready, stat,
+    this_process::{cpu_time, open_fd_count},
+    wait_until_async,
+};
+use tokio_util::sync::CancellationToken;
+
+const GRACE: Duration = Duration::from_millis(300);
+const FINAL: Duration = Duration::from_secs(1);
+const TIMEOUT: Duration = Duration::from_millis(1500);
+/// Scheduling slack on a loaded 2-core machine; the bound itself is GRACE + FINAL.
+const SLACK: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    Timeout,
+    Cancel,
+    Drop,
+    LeaderExit,
+}
+
+/// What a case must show, beyond the common checks.
+#[derive(Debug, Default)]
+struct Expect {
+    outcome: Option<Outcome>,
+    /// Positions in the readiness line of processes the backend may fail to
+    /// contain (documented holes): exempt from the survivor check, then killed.
+    holes: Vec<usize>,
+    escalated: Option<bool>,
+    stdout_contains: Option<&'static str>,
+}
+
+fn leader_exits_by_itself(mode: &str) -> bool {
+    matches!(mode, "leave-children" | "hold-stdout")
+}
+
+fn expect(backend: Backend, mode: &str, path: Path) -> Expect {
+    let mut e = Expect {
+        outcome: match (path, leader_exits_by_itself(mode)) {
+            (Path::Timeout, false) => Some(Outcome::TimedOut),
+            (Path::Cancel, false) => Some(Outcome::Cancelled),
+            (Path::LeaderExit, false) => Some(Outcome::Signaled {
+                signal: Signal::KILL,
+            }),
+            (Path::LeaderExit | Path::Timeout, true) => Some(Outcome::Exited { code: 0 }),
+            _ => None,
+        },
+        ..Expect::default()
+    };
+    if backend == Backend::Group {
+        // An orphan in a session of its own is outside the group and no longer
+        // connected to the leader: the process-group backend's documented hole.
+        e.holes = match (mode, path) {
+            ("daemon", _) => vec![1],
+            ("setsid", Path::LeaderExit) => vec![1],
+            ("leave-children", _) => vec![2, 4],
+            _ => vec![],
+        };
+    }
+    match (mode, path) {
+        ("ignore-term" | "fork-storm", Path::Timeout | Path::Cancel) => e.escalated = Some(true),
+        ("slow-die", Path::Timeout | Path::Cancel) => {
+            e.escalated = Some(false);
+            e.stdout_contains = Some("term-received");
+        }
+        // Cancelled or dropped right after the readiness line, the leader may
+        // not have printed its last line yet.
+        ("hold-stdout", Path::LeaderExit | Path::Timeout) => {
+            e.stdout_contains = Some("leader-done")
+        }
+        // Stopped right after its readiness line, it may not have written yet.
+        ("flood", Path::Timeout) => e.stdout_contains = Some("0123456789abcdef"),
+        _ => {}
+    }
+    e
+}
+
+/// One `#[tokio::test]` per named backend, each calling `body(backend, args...)`.
+macro_rules! backend_tests {
+    (@call $body:ident, $backend:expr, ($($arg:expr),*)) => {
+        $body($backend $(, $arg)*)
+    };
+    ($body:ident $args:tt { $($name:ident: $backend:ident),+ $(,)? }) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                backend_tests!(@call $body, Backend::$backend, $args).await;
+            }
+        )+
+    };
+}
+
+/// A spawn's or a call's result, or `None` once it printed why `backend` was
+/// skipped; any other error fails the test.
+fn or_skip<T>(result: Result<T, Error>, backend: Backend) -> Option<T> {
+    match result {
+        Ok(value) => Some(value),
+        Err(Error::BackendUnavailable { reason, .. }) => {
+            skip(backend, &reason);
+            None
+        }
+        Err(error) => panic!("{error}"),
+    }
+}
+
+fn skip(backend: Backend, reason: &str) {
+    println!("SKIPPED: backend {backend} is not available here: {reason}");
+}
+
+async fn exercise(backend: Backend, args: &[&str], path: Path) {
+    let mode = args[0];
+    let bystander = Bystander::spawn(fixture_path());
+    let fds_before = open_fd_count();
+    let token = CancellationToken::new();
+    let mut command = Command::new(fixture_path())
+        .args(args)
+        .backend(BackendChoice::Only(backend))
+        .grace(GRACE)
+        .final_bound(FINAL);
+    command = match path {
+        Path::Timeout => command.timeout(TIMEOUT),
+        Path::Cancel => command.cancel_on(token.clone()),
+        Path::Drop | Path::LeaderExit => command.timeout(Duration::from_secs(60)),
+    };
+    let spawned = Instant::now();
+    let Some(child) = or_skip(command.spawn().await, backend) else {
+        return;
+    };
+    assert_eq!(child.backend(), backend);
+    let cgroup = child.cgroup().map(PathBuf::from);
+    let mut tap = child.stdout_tap().expect("stdout is captured");
+    let ready = tokio::time::timeout(READY_TIMEOUT, tap.wait_for(|b| b.contains(&b'\n')))
+        .await
+        .expect("readiness line in time");
+    assert!(ready, "the fixture ended before its readiness line");
+    let snapshot = tap.snapshot();
+    let line = String::from_utf8_lossy(&snapshot)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let procs = parse_ready(&line);
+    let _cleanup = Guard::of(procs.clone());
+    let expected = expect(backend, mode, path);
+
+    let (finished, trigger): (Option<Finished>, Instant) = match path {
+        Path::Drop => {
+            let at = Instant::now();
+            drop(child);
+            (None, at)
+        }
+        _ => {
+            let at = match path {
+                Path::Cancel => {
+                    token.cancel();
+                    Instant::now()
+                }
+                Path::LeaderExit if !leader_exits_by_itself(mode) => {
+                    assert!(
+                        procs[0].signal(rustix::process::Signal::KILL),
+                        "leader alive"
+                    );
+                    Instant::now()
+                }
+                Path::Timeout if !leader_exits_by_itself(mode) => spawned + TIMEOUT,
+                _ => Instant::now(),
+            };
+            let finished = child.wait().await.expect("a result");
+            (Some(finished), at)
+        }
+    };
+
+    // Bounded: the call (or, after a drop, the cleanup) ends within the policy.
+    let bound = GRACE + FINAL + SLACK;
+    let contained: Vec<Proc> = procs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !expected.holes.contains(i))
+        .map(|(_, p)| *p)
+        .collect();
+    let gone = wait_until_async(bound, || !contained.iter().any(Proc::is_alive)).await;
+    let elapsed = trigger.elapsed();
+    assert!(
+        gone,
+        "survivors after {elapsed:?}: {:?}",
+        contained
+            .iter()
+            .filter(|p| p.is_alive())
+            .collect::<Vec<_>>()
+    );
+    if finished.is_some() {
+        assert!(
+            elapsed <= bound,
+            "returned after {elapsed:?}, bound {bound:?}"
+        );
+    }
+
+    // The documented holes may escape (a re-scan while the tree ran may still
+    // have caught them); the test cleans them up either way.
+    let escaped = expected
+        .holes
+        .iter()
+        .filter(|&&i| procs[i].is_alive())
+        .count();
+    println!(
+        "{escaped} of {} documented hole(s) escaped",
+        expected.holes.len()
+    );
+    kill_leftovers(&procs);
+
+    if let Some(finished) = &finished {
+        println!(
+            "{mode} {path:?} on {backend}: {:?} {:#?}",
+            finished.outcome, finished.report
+        );
+        assert_eq!(finished.report.backend, backend);
+        assert!(
+            finished.report.survivors.is_empty(),
+            "survivors: {:?}",
+            finished.report.survivors
+        );
+        assert_eq!(
+            finished.report.cgroup, cgroup,
+            "the report names the leaf the handle named"
+        );
+        assert!(
+            !finished.report.cgroup_left,
+            "the report says a leaf was left"
+        );
+        if let Some(outcome) = expected.outcome {
+            assert_eq!(finished.outcome, outcome);
+        }
+        if let Some(escalated) = expected.escalated {
+            assert_eq!(
+                finished.report.escalated, escalated,
+                "{:?}",
+                finished.report.signals
+            );
+        }
+        let stdout = finished.stdout.text();
+        assert!(
+            stdout.starts_with(&line),
+            "output kept from the start: {:?}",
+            &stdout[..stdout.len().min(80)]
+        );
+        if let Some(needle) = expected.stdout_contains {
+            assert!(stdout.contains(needle), "{needle:?} not in the kept output");
+        }
+        assert_eq!(
+            finished.outcome.effects_unknown(),
+            matches!(finished.outcome, Outcome::TimedOut | Outcome::Cancelled)
+        );
+    }
+
+    // No cgroup directory and no descriptor leaked.
+    if let Some(cgroup) = cgroup {
+        let removed = wait_until_async(bound, || !cgroup.exists()).await;
+        assert!(removed, "cgroup {} left behind", cgroup.display());
+    }
+    let fds_back = wait_until_async(Duration::from_secs(2), || open_fd_count() <= fds_before).await;
+    assert!(
+        fds_back,
+        "descriptors leaked: {} before, {} after",
+        fds_before,
+        open_fd_count()
+    );
+    assert!(
+        bystander.is_running(),
+        "the bystander was hit: {:?} {:?}",
+        bystander.proc(),
+        stat(bystander.proc().pid)
+    );
+}
+
+async fn normal_exit(backend: Backend) {
+    let bystander = Bystander::spawn(fixture_path());
+    let result = Command::new(fixture_path())
+        .args(["exit", "3", "out", "err"])
+        .backend(BackendChoice::Only(backend))
+        .run()
+        .await;
+    let Some(finished) = or_skip(result, backend) else {
+        return;
+    };
+    assert_eq!(finished.outcome, Outcome::Exited { code: 3 });
+    assert_eq!(finished.stdout.bytes, b"out");
+    assert_eq!(finished.stderr.bytes, b"err");
+    assert!(finished.stdout.complete && finished.stderr.complete);
+    assert!(
+        finished.report.signals.is_empty(),
+        "nothing to signal: {:?}",
+        finished.report.signals
+    );
+    assert!(!finished.outcome.effects_unknown());
+
+    let died = Command::new(fixture_path())
+        .args(["kill-self", "15"])
+        .backend(BackendChoice::Only(backend))
+        .run()
+        .await
+        .expect("runs");
+    assert_eq!(
+        died.outcome,
+        Outcome::Signaled {
+            signal: Signal::TERM
+        }
+    );
+    assert!(
+        died.report.signals.is_empty(),
+        "corral sent nothing: {:?}",
+        died.report.signals
+    );
+    assert!(bystander.is_running());
+}
+
+/// `Leftovers::Release`: what the leader leaves behind keeps running, is
+/// listed in the report, the output is drained for a bounded time only, and
+/// no cgroup directory is left (members move to the parent cgroup).
+async fn release(backend: Backend) {
+    let drain = Duration::from_millis(200);
+    let started = Instant::now();
+    let result = Command::new(fixture_path())
+        .args(["leave-children", "2"])
+        .backend(BackendChoice::Only(backend))
+        .leftovers(corral::Leftovers::Release { drain })
+        .run()
+        .await;
+    let Some(finished) = or_skip(result, backend) else {
+        return;
+    };
+    let elapsed = started.elapsed();
+    let stdout = finished.stdout.text();
+    let procs = parse_ready(stdout.lines().next().unwrap_or_default());
+    let _cleanup = Guard::of(procs.clone());
+    assert_eq!(finished.outcome, Outcome::Exited { code: 0 });
+    assert!(
+        finished.report.signals.is_empty(),
+        "released, not signalled"
+    );
+    assert!(elapsed < drain + SLACK, "drain not bounded: {elapsed:?}");
+    assert!(
+        !finished.stdout.complete,
+        "the children still hold stdout: the reader detached"
+    );
+    let released: Vec<i32> = finished.report.released.iter().map(|p| p.pid).collect();
+    // The group backend cannot see the child that left the session (index 2).
+    let expected: Vec<i32> = match backend {
+        Backend::Group => vec![procs[1].pid],
+        _ => vec![procs[1].pid, procs[2].pid],
+    };
+    let mut sorted = released.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, expected);
+    for child in &procs[1..] {
+        assert!(
+            child.is_alive(),
+            "released process {child:?} must keep running"
+        );
+    }
+    if let Some(cgroup) = &finished.report.cgroup {
+        assert!(!finished.report.cgroup_left);
+        assert!(
+            !cgroup.exists(),
+            "released members moved out and the leaf removed"
+        );
+    }
+    kill_leftovers(&procs);
+}
+
+/// A leader that dies of the first signal, with a `setsid` child that
+/// ignores it: when the grace ends the child is disconnected from the leader
+/// and outside its group, yet it was a member and must be killed.
+async fn disconnected_member(backend: Backend) {
+    let script = format!(
+        "setsid {fixture} ignore-term & exec {fixture} sleep 600",
+        fixture = fixture_path().display()
+    );
+    let token = CancellationToken::new();
+    let spawned = Command::new("sh")
+        .args(["-c", &script])
+        .backend(BackendChoice::Only(backend))
+        .grace(GRACE)
+        .final_bound(FINAL)
+        .cancel_on(token.clone())
+        .spawn()
+        .await;
+    let Some(child) = or_skip(spawned, backend) else {
+        return;
+    };
+    let mut tap = child.stdout_tap().expect("captured");
+    let two = |b: &[u8]| b.iter().filter(|&&c| c == b'\n').count() >= 2;
+    let ready = tokio::time::timeout(READY_TIMEOUT, tap.wait_for(two)).await;
+    assert!(matches!(ready, Ok(true)), "two readiness lines");
+    let text = String::from_utf8_lossy(&tap.snapshot()).into_owned();
+    let procs: Vec<Proc> = text.lines().flat_map(parse_ready).collect();
+    let _cleanup = Guard::of(procs.clone());
+    // Let the tree run past a re-scan, as a real tool call would.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    token.cancel();
+    let finished = child.wait().await.expect("a result");
+    assert!(
+        finished.report.escalated,
+        "the setsid child ignores SIGTERM"
+    );
+    assert!(finished.report.survivors.is_empty());
+    let gone = wait_until_async(Duration::from_secs(1), || !procs.iter().any(Proc::is_alive)).await;
+    assert!(gone, "a disconnected member survived: {procs:?}");
+}
+
+fn leaves(parent: &Option<PathBuf>) -> usize {
+    let Some(parent) = parent else { return 0 };
+    let prefix = format!("corral-{}-", std::process::id());
+    std::fs::read_dir(parent)
+        .map(|dir| {
+            dir.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+async fn spawn_errors(backend: Backend) {
+    let parent = corral::capabilities().cgroup_parent;
+    let fds_before = open_fd_count();
+    let dir = std::env::temp_dir().join(format!("corral-spawn-errors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let not_executable = dir.join("plain.txt");
+    std::fs::write(&not_executable, "just text").expect("write");
+    let cases: Vec<(Command, SpawnFailure)> = vec![
+        (
+            Command::new("/nonexistent/corral-test-program"),
+            SpawnFailure::NotFound,
+        ),
+        (
+            Command::new("corral-no-such-program-on-path"),
+            SpawnFailure::NotFound,
+        ),
+        (Command::new(&not_executable), SpawnFailure::NotExecutable),
+        // A directory cannot be executed. (A file with the x bit but no valid
+        // format is not a spawn error: execvp hands it to /bin/sh, as POSIX says.)
+        (Command::new(&dir), SpawnFailure::NotExecutable),
+        (
+            Command::new(fixture_path()).current_dir("/nonexistent-dir"),
+            SpawnFailure::BadCwd,
+        ),
+        (
+            Command::new(fixture_path()).current_dir(&not_executable),
+            SpawnFailure::BadCwd,
+        ),
+    ];
+    for (command, want) in cases {
+        let program = command.program();
+        match command.backend(BackendChoice::Only(backend)).spawn().await {
+            Err(Error::Spawn { failure, .. }) => assert_eq!(failure, want, "{program}"),
+            Err(Error::BackendUnavailable { reason, .. }) => return skip(backend, &reason),
+            Err(other) => panic!("{program}: unexpected error {other}"),
+            Ok(_) => panic!("{program}: spawned"),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(leaves(&parent), 0, "a cgroup leaf outlived a failed spawn");
+    assert_eq!(
+        open_fd_count(),
+        fds_before,
+        "descriptors leaked by failed spawns"
+    );
+}
+
+macro_rules! paths {
+    ($backend:expr, $name:ident, $args:expr) => {
+        mod $name {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn timeout() {
+                exercise($backend, $args, Path::Timeout).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn cancel() {
+                exercise($backend, $args, Path::Cancel).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn drop() {
+                exercise($backend, $args, Path::Drop).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn leader_exit() {
+                exercise($backend, $args, Path::LeaderExit).await;
+            }
+        }
+    };
+}
+
+macro_rules! backend {
+    ($module:ident, $backend:expr) => {
+        mod $module {
+            use super::*;
+
+            paths!($backend, ignore_term, &["ignore-term"]);
+            paths!($backend, fork, &["fork", "5"]);
+            paths!($backend, setsid, &["setsid"]);
+            paths!($backend, daemon, &["daemon"]);
+            paths!($backend, leave_children, &["leave-children", "4"]);
+            paths!($backend, hold_stdout, &["hold-stdout"]);
+            paths!($backend, slow_die, &["slow-die", "100"]);
+            paths!($backend, flood, &["flood"]);
+            paths!($backend, fork_storm, &["fork-storm", "200"]);
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn normal_exit() {
+                super::normal_exit($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn disconnected_member() {
+                super::disconnected_member($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn release() {
+                super::release($backend).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn spawn_errors() {
+                super::spawn_errors($backend).await;
+            }
+        }
+    };
+}
+
+backend!(cgroup, Backend::Cgroup);
+backend!(subreaper, Backend::Subreaper);
+backend!(group, Backend::Group);
+
+/// Released leftovers get the drain to finish writing: what they write
+/// during it is kept, and the reader detaches when it ends.
+async fn release_keeps_output_written_during_the_drain(backend: Backend) {
+    let result = Command::new("sh")
+        .args(["-c", "(sleep 0.2; echo late; exec sleep 600) & echo early"])
+        .backend(BackendChoice::Only(backend))
+        .leftovers(corral::Leftovers::Release {
+            drain: Duration::from_secs(2),
+        })
+        .run()
+        .await;
+    let Some(finished) = or_skip(result, backend) else {
+        return;
+    };
+    let released: Vec<Proc> = finished
+        .report
+        .released
+        .iter()
+        .map(|p| Proc {
+            pid: p.pid,
+            start_time: p.start_time,
+        })
+        .collect();
+    let _cleanup = Guard::of(released.clone());
+    assert!(!released.is_empty(), "the background job was released");
+    let stdout = finished.stdout.text();
+    assert!(
+        stdout.contains("early") && stdout.contains("late"),
+        "output written during the drain lost: {stdout:?}"
+    );
+    assert!(!finished.stdout.complete, "sleep still holds stdout");
+}
+
+backend_tests!(release_keeps_output_written_during_the_drain() {
+    release_keeps_output_written_during_the_drain_cgroup: Cgroup,
+    release_keeps_output_written_during_the_drain_group: Group,
+});
+
+/// The subreaper role is process-wide and held by one tree at a time. A tree
+/// whose leftovers are released gives the role up as it releases them, before
+/// its bounded output drain: another subreaper-backed tree can start while
+/// the first one drains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subreaper_role_is_given_up_before_the_release_drain() {
+    let drain = Duration::from_secs(3);
+    let spawned = Command::new(fixture_path())
+        .arg("hold-stdout")
+        .backend(BackendChoice::Only(Backend::Subreaper))
+        .leftovers(corral::Leftovers::Release { drain })
+        .spawn()
+        .await;
+    let Some(first) = or_skip(spawned, Backend::Subreaper) else {
+        return;
+    };
+    // corral reaps the leader right after releasing the tree; the drain (the
+    // grandchild holds stdout, so all of `drain`) comes after that.
+    let leader = first.id();
+    let until = Instant::now() + READY_TIMEOUT;
+    while PathBuf::from(format!("/proc/{leader}")).exists() {
+        assert!(Instant::now() < until, "leader {leader} not reaped");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let second = Command::new(fixture_path())
+        .args(["exit", "0"])
+        .backend(BackendChoice::Only(Backend::Subreaper))
+        .run()
+        .await;
+    let first = first.wait().await.expect("the first tree");
+    let procs = parse_ready(first.stdout.text().lines().next().unwrap_or_default());
+    let _cleanup = Guard::of(procs);
+    let second = second.expect("a second subreaper-backed tree while the first drains");
+    assert_eq!(second.outcome, Outcome::Exited { code: 0 });
+    assert_eq!(second.report.backend, Backend::Subreaper);
+}
+
+/// The runtime shut down while a tree runs: the supervision task is dropped
+/// before it finished, and its `Drop` kills the whole tree synchronously
+/// (`kill_now`) rather than leave it running.
+fn runtime_shutdown(backend: Backend) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let spawned = runtime.block_on(
+        Command::new(fixture_path())
+            .args(["fork", "3"])
+            .backend(BackendChoice::Only(backend))
+            .grace(GRACE)
+            .final_bound(FINAL)
+            .timeout(Duration::from_secs(60))
+            .spawn(),
+    );
+    let Some(child) = or_skip(spawned, backend) else {
+        return;
+    };
+    let leaf = child.cgroup().map(PathBuf::from);
+    let mut tap = child.stdout_tap().expect("stdout is captured");
+    let ready = runtime
+        .block_on(async {
+            tokio::time::timeout(READY_TIMEOUT, tap.wait_for(|b| b.contains(&b'\n'))).await
+        })
+        .expect("readiness line in time");
+    assert!(ready, "the fixture ended before its readiness line");
+    let line = String::from_utf8_lossy(&tap.snapshot())
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let procs = parse_ready(&line);
+    assert_eq!(procs.len(), 4, "leader and 3 children: {line:?}");
+    let _cleanup = Guard::of(procs.clone());
+    drop(runtime);
+    // `kill_now` sent SIGKILL before the drop returned; give the kernel a
+    // moment to finish them.
+    let until = Instant::now() + Duration::from_secs(1);
+    while procs.iter().any(Proc::is_alive) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let survivors: Vec<&Proc> = procs.iter().filter(|p| p.is_alive()).collect();
+    assert!(survivors.is_empty(), "survived the runtime: {survivors:?}");
+    // The drop waited (briefly) for the leader to die and reaped it.
+    assert!(
+        stat(procs[0].pid).is_none_or(|s| s.start_time != procs[0].start_time),
+        "the leader {:?} was left unreaped",
+        procs[0]
+    );
+    if let Some(leaf) = leaf {
+        assert!(!leaf.exists(), "cgroup {} left behind", leaf.display());
+    }
+    drop(child);
+}
+
+#[test]
+fn runtime_shutdown_kills_the_tree_cgroup() {
+    runtime_shutdown(Backend::Cgroup);
+}
+
+#[test]
+fn runtime_shutdown_kills_the_tree_subreaper() {
+    runtime_shutdown(Backend::Subreaper);
+}
+
+#[test]
+fn runtime_shutdown_kills_the_tree_group() {
+    runtime_shutdown(Backend::Group);
+}
+
+/// A scanned backend counts the members each signal reached by identity:
+/// the leader and its three children get the first `SIGTERM`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subreaper_reports_how_many_members_each_signal_reached() {
+    let result = Command::new(fixture_path())
+        .args(["fork", "3"])
+        .backend(BackendChoice::Only(Backend::Subreaper))
+        .grace(GRACE)
+        .final_bound(FINAL)
+        .timeout(Duration::from_millis(500))
+        .run()
+        .await;
+    let Some(finished) = or_skip(result, Backend::Subreaper) else {
+        return;
+    };
+    let procs = parse_ready(finished.stdout.text().lines().next().unwrap_or_default());
+    let _cleanup = Guard::of(procs);
+    assert_eq!(finished.outcome, Outcome::TimedOut);
+    let first = finished.report.signals.first().expect("a signal was sent");
+    assert_eq!((first.signal, first.delivered), (Signal::TERM, Some(4)));
+}
+
+/// How long a hopper (`fixture hop`) hops before it gives up by itself.
+const HOP_SECS: &str = "3";
+
+/// A hopping process must not outlive the call, whether it is the leader (the
+/// leader "exits" at once and leaves the hopper behind: `leader_hops`) or runs
+/// in the background of a leader that times out. The cgroup backend holds it
+/// by membership; the group backend by `killpg` (atomic with `fork`), also
+/// once the leader has exited: its unreaped zombie keeps the group id ours,
+/// and the cleanup ends with a group-wide `SIGKILL`.
+///
+/// The subreaper backend can only walk `/proc`, and a process that hops is
+/// gone before a walk ends. Two mechanisms narrow it: each hop leaves a
+/// zombie that re-parents to the subreaper (so the tree is not judged empty
+/// while they keep coming), and adopted orphans are signalled the moment the
+/// walk reads them. Catching a hop is still a race, so for that backend the
+/// guarantee tested is the honest report: if the hopper survived, the report
+/// says the cleanup did not end clean (found by mutation testing, see
+/// docs/guarantees.md).
+async fn hopper(backend: Backend, leader_hops: bool) {
+    let out = std::env::temp_dir().join(format!(
+        "corral-hopper-{}-{backend}-{leader_hops}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&out);
+    let command = if leader_hops {
+        Command::new(fixture_path())
+            .args(["hop", HOP_SECS])
+            .arg(&out)
+            .timeout(Duration::from_secs(60))
+    } else {
+        Command::new("sh")
+            .args(["-c", "\"$0\" hop \"$1\" \"$2\" & exec sleep 60"])
+            .arg(fixture_path())
+            .arg(HOP_SECS)
+            .arg(&out)
+            .timeout(Duration::from_millis(500))
+    };
+    let result = command
+        .backend(BackendChoice::Only(backend))
+        .grace(GRACE)
+        .final_bound(FINAL)
+        .run()
+        .await;
+    let Some(finished) = or_skip(result, backend) else {
+        return;
+    };
+    // The hopper has run out of time by now; had it survived, it said so.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let survived = out.exists();
+    let _ = std::fs::remove_file(&out);
+    if backend == Backend::Subreaper {
+        let report = &finished.report;
+        let admitted =
+            !report.survivors.is_empty() || report.notes.iter().any(|n| n.contains("kept forking"));
+        assert!(
+            !survived || admitted,
+            "a hopper outlived the call and the report claims a clean end: {report:?}"
+        );
+    } else {
+        assert!(
+            !survived,
+            "a hopper outlived the call; report: {:?}",
+            finished.report
+        );
+    }
+}
+
+backend_tests!(hopper(true) {
+    hopping_leader_is_contained_cgroup: Cgroup,
+    hopping_leader_is_contained_group: Group,
+    hopping_leader_is_contained_or_reported_subreaper: Subreaper,
+});
+
+backend_tests!(hopper(false) {
+    hopping_background_process_is_contained_cgroup: Cgroup,
+    hopping_background_process_is_contained_group: Group,
+    hopping_background_process_is_contained_or_reported_subreaper: Subreaper,
+});
+
+/// Waiting for the tree to empty is driven by the kernel's notification
+/// (cgroup: `cgroup.events`) or a backed-off poll (scanned backends), so a
+/// one-second grace costs the supervisor little CPU. A wait that returned at
+/// once would have the termination loop spin for the whole grace.
+async fn waits_without_spinning(backend: Backend) {
+    let grace = Duration::from_secs(1);
+    let before = cpu_time();
+    let result = Command::new(fixture_path())
+        .args(["ignore-term"])
+        .backend(BackendChoice::Only(backend))
+        .grace(grace)
+        .final_bound(FINAL)
+        .timeout(Duration::from_millis(100))
+        .run()
+        .await;
+    let spent = cpu_time() - before;
+    println!("{backend}: {spent:?} of CPU over the run");
+    let Some(finished) = or_skip(result, backend) else {
+        return;
+    };
+    let procs = parse_ready(finished.stdout.text().lines().next().unwrap_or_default());
+    let _cleanup = Guard::of(procs);
+    assert!(finished.report.escalated, "SIGTERM is ignored: escalated");
+    assert!(
+        spent < grace / 2,
+        "the supervisor used {spent:?} of CPU during a {grace:?} grace"
+    );
+}
+
+backend_tests!(waits_without_spinning() {
+    waits_without_spinning_cgroup: Cgroup,
+    waits_without_spinning_subreaper: Subreaper,
+    waits_without_spinning_group: Group,
+});
+
+/// Once `SIGKILL` has emptied the tree the call returns: it does not sit out
+/// the final bound, which is only for processes that do not die.
+async fn returns_once_killed(backend: Backend) {
+    let timeout = Duration::from_millis(500);
+    let final_bound = Duration::from_secs(10);
+    let started = Instant::now();
+    let result = Command::new(fixture_path())
+        .args(["ignore-term"])
+        .backend(BackendChoice::Only(backend))
+        .grace(GRACE)
+        .final_bound(final_bound)
+        .timeout(timeout)
+        .run()
+        .await;
+    let Some(finished) = or_skip(result, backend) else {
+        return;
+    };
+    let elapsed = started.elapsed();
+    let procs = parse_ready(finished.stdout.text().lines().next().unwrap_or_default());
+    let _cleanup = Guard::of(procs);
+    assert_eq!(finished.outcome, Outcome::TimedOut);
+    assert!(finished.report.escalated, "SIGTERM is ignored: escalated");
+    assert!(finished.report.survivors.is_empty());
+    assert!(
+        elapsed < timeout + GRACE + SLACK,
+        "returned after {elapsed:?}: waited for the final bound ({final_bound:?})"
+    );
+}
+
+backend_tests!(returns_once_killed() {
+    returns_once_killed_cgroup: Cgroup,
+    returns_once_killed_subreaper: Subreaper,
+    returns_once_killed_group: Group,
+});
+
+/// The crash ledger holds a record while the tree runs and drops it when the
+/// call ends with nothing left over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ledger_record_lives_as_long_as_the_tree() {
+    let dir = std::env::temp_dir().join(format!("corral-matrix-ledger-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    corral::ledger::set_dir(&dir);
+    let child = Command::new(fixture_path())
+        .args(["sleep", "30"])
+        .backend(BackendChoice::Only(Backend::Group))
+        .ledger(true)
+        .timeout(Duration::from_secs(60))
+        .spawn()
+        .await
+        .expect("spawns");
+    let running = corral::ledger::load(&dir).expect("ledger").0;
+    child.terminate();
+    let finished = child.wait().await.expect("a result");
+    let after = corral::ledger::load(&dir).expect("ledger").0;
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(running.len(), 1, "one record while the tree runs");
+    assert!(finished.report.survivors.is_empty());
+    assert!(
+        after.is_empty(),
+        "records left after a clean end: {after:?}"
+    );
+}
+
+/// A member that `SIGKILL` cannot end within the final bound is reported as
+/// a survivor, and the ledger record stays so that `corral ps` shows it and
+/// `corral reap` can retry. Such a member is made for real: a task frozen by
+/// the cgroup v1 freezer is in uninterruptible sleep and dies of its pending
+/// `SIGKILL` only when thawed. Root and a v1 freezer hierarchy only.
+async fn unkillable_member_is_reported_and_kept(backend: Backend) {
+    let freezer = PathBuf::from("/sys/fs/cgroup/freezer");
+    if !freezer.join("cgroup.procs").exists() {
+        return println!("SKIPPED: no cgroup v1 freezer hierarchy here");
+    }
+    let frozen = freezer.join(format!("corral-matrix-{}-{backend}", std::process::id()));
+    if let Err(error) = std::fs::create_dir(&frozen) {
+        return println!("SKIPPED: cannot make a freezer cgroup: {error}");
+    }
+    let thaw = Thaw(frozen.clone());
+    let dir = std::env::temp_dir().join(format!(
+        "corral-matrix-unkillable-{}-{backend}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    corral::ledger::set_dir(&dir);
+    let spawned = Command::new(fixture_path())
+        .args(["fork", "1"])
+        .backend(BackendChoice::Only(backend))
+        .ledger(true)
+        .grace(GRACE)
+        .final_bound(Duration::from_millis(300))
+        .timeout(Duration::from_secs(60))
+        .spawn()
+        .await;
+    let Some(child) = or_skip(spawned, backend) else {
+        return;
+    };
+    let mut tap = child.stdout_tap().expect("stdout is captured");
+    let ready = tokio::time::timeout(READY_TIMEOUT, tap.wait_for(|b| b.contains(&b'\n'))).await;
+    let line = String::from_utf8_lossy(&tap.snapshot()).into_owned();
+    let procs = parse_ready(line.lines().next().unwrap_or_default());
+    let _cleanup = Guard::of(procs.clone());
+    assert_eq!(ready.ok(), Some(true), "no readiness line: {line:?}");
+    let member = procs[1];
+    let froze = std::fs::write(frozen.join("cgroup.procs"), member.pid.to_string())
+        .and_then(|()| std::fs::write(frozen.join("freezer.state"), "FROZEN"));
+    child.terminate();
+    let finished = child.wait().await;
+    // "Stays": also once the supervision has wound down.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let records = corral::ledger::load(&dir).expect("ledger").0;
+    // Thaw: the pending SIGKILL ends it.
+    drop(thaw);
+    let until = Instant::now() + Duration::from_secs(5);
+    while member.is_alive() && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    froze.expect("freezing the member");
+    let finished = finished.expect("a result");
+    let report = &finished.report;
+    if let Some(leaf) = &report.cgroup {
+        // Left because of the survivor, as the report says; removed now.
+        assert!(report.cgroup_left, "{report:?}");
+        let _ = std::fs::remove_dir(leaf);
+    }
+    assert!(!member.is_alive(), "the thawed member did not die");
+    assert!(report.escalated);
+    let survivors: Vec<i32> = report.survivors.iter().map(|p| p.pid).collect();
+    assert_eq!(survivors, vec![member.pid], "{report:?}");
+    assert!(
+        !report.notes.iter().any(|n| n.contains("kept forking")),
+        "a named survivor needs no note about unnamed ones: {:?}",
+        report.notes
+    );
+    assert_eq!(
+        records.len(),
+        1,
+        "the record of a tree with survivors stays"
+    );
+}
+
+/// Thaws a v1 freezer cgroup and removes it once its tasks have left, also
+/// when the test panics, so no frozen process outlives it.
+struct Thaw(PathBuf);
+
+impl Drop for Thaw {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0.join("freezer.state"), "THAWED");
+        let until = Instant::now() + Duration::from_secs(5);
+        while std::fs::remove_dir(&self.0).is_err() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+backend_tests!(unkillable_member_is_reported_and_kept() {
+    unkillable_member_is_reported_and_kept_cgroup: Cgroup,
+    unkillable_member_is_reported_and_kept_subreaper: Subreaper,
+    unkillable_member_is_reported_and_kept_group: Group,
+});
+
+/// The subreaper backend counts as members the processes this process
+/// adopts that started no earlier than the leader, but never its own
+/// children from before the spawn, even one started in the same clock tick as
+/// the leader (start times count ticks of 10 ms): `Claim::acquire` takes a
+/// snapshot of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subreaper_spares_our_children_from_the_leaders_tick() {
+    for _ in 0..50 {
+        let mut bystander = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let by = Proc::of(bystander.id() as i32).expect("the bystander runs");
+        let spawned = Command::new(fixture_path())
+            .args(["sleep", "10"])
+            .backend(BackendChoice::Only(Backend::Subreaper))
+            .grace(GRACE)
+            .final_bound(FINAL)
+            .timeout(Duration::from_millis(100))
+            .spawn()
+            .await;
+        let Some(child) = or_skip(spawned, Backend::Subreaper) else {
+            let _ = bystander.kill();
+            let _ = bystander.wait();
+            return;
+        };
+        let leader = Proc::of(child.id());
+        let finished = child.wait().await;
+        let alive = by.is_alive();
+        let _ = bystander.kill();
+        let _ = bystander.wait();
+        finished.expect("a result");
+        if leader.is_none_or(|l| l.start_time != by.start_time) {
+            continue; // not the same tick: try again
+        }
+        assert!(alive, "our own child from the leader's tick was signalled");
+        return;
+    }
+    println!("SKIPPED: no child started in the leader's clock tick in 50 tries");
+}
+
+/// The subreaper backend reaps the orphans it adopted: once the call has
+/// returned, none of the tree is left as a zombie child of this process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subreaper_reaps_the_orphans_it_adopted() {
+    let result = Command::new(fixture_path())
+        .args(["daemon"])
+        .backend(BackendChoice::Only(Backend::Subreaper))
+        .grace(GRACE)
+        .final_bound(FINAL)
+        .timeout(Duration::from_millis(300))
+        .run()
+        .await;
+    let Some(finished) = or_skip(result, Backend::Subreaper) else {
+        return;
+    };
+    let procs = parse_ready(finished.stdout.text().lines().next().unwrap_or_default());
+    let _cleanup = Guard::of(procs.clone());
+    assert!(procs.len() >= 2, "leader and daemon: {procs:?}");
+    assert!(finished.report.survivors.is_empty());
+    let me = std::process::id() as i32;
+    let zombies: Vec<&Proc> = procs
+        .iter()
+        .filter(|p| {
+            stat(p.pid)
+                .is_some_and(|s| s.start_time == p.start_time && s.ppid == me && s.state == 'Z')
+        })
+        .collect();
+    assert!(zombies.is_empty(), "left unreaped: {zombies:?}");
+}

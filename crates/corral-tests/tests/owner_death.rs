@@ -1,0 +1,543 @@
+//! Nothing outlives its owner: the `owner` program (a Rust program using the
+//! library, as an agent runtime would) is killed with SIGKILL at chosen and at
+//! random points; its tree must be gone within 1 s, with nobody running a
+//! command. Also: the watchdog killed first; the crash ledger's start-up sweep
+//! and its identity checks.
+//!
+//! The test process makes itself a child subreaper, so every orphan of every
+//! tree re-parents to it: "nothing survives" is then checked as "no running
+//! descendant of this test process" besides the bystander.
+
+mod common;
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use common::{fixture_path, owner_path};
+use corral::ledger::{self, Identity, Record, SweepAction};
+use corral_tests::{
+    Bystander, Proc, cgroup_parent, kill_leftovers, stat, this_process::become_subreaper,
+};
+use rustix::process::Signal;
+
+/// The guarantee: the whole tree is gone this soon after the owner dies.
+const BOUND: Duration = Duration::from_secs(1);
+/// Extra time a loaded 2-core machine may need to even schedule the watchdog.
+const SLACK: Duration = Duration::from_millis(500);
+
+fn ledger_dir(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("corral-owner-death-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+struct Owner {
+    child: Child,
+    owner: Proc,
+    watchdog: Option<Proc>,
+    tree: Vec<Proc>,
+}
+
+fn spawn_owner(ledger: &Path, options: &[&str], fixture: &[&str]) -> Child {
+    Command::new(owner_path())
+        .args(options)
+        .arg("--")
+        .args(fixture)
+        .env("CORRAL_LEDGER_DIR", ledger)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn owner")
+}
+
+/// Starts `owner`, waits for its line naming the owner, watchdog and tree.
+fn start_owner(ledger: &Path, options: &[&str], fixture: &[&str]) -> Owner {
+    let mut child = spawn_owner(ledger, options, fixture);
+    let stdout = child.stdout.take().expect("piped");
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut line = String::new();
+        let _ = reader.read_line(&mut line);
+        let _ = sender.send(line);
+        // Keep draining, so the owner can print its closing line.
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
+    });
+    let line = receiver
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the owner's readiness line");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert!(
+        words.len() > 5 && words[0] == "owner" && words[2] == "watchdog" && words[4] == "tree",
+        "unexpected line {line:?}"
+    );
+    let pid = |w: &str| w.parse::<i32>().expect("pid");
+    let identity = |w: &str| Proc::of(pid(w)).expect("alive");
+    Owner {
+        child,
+        owner: identity(words[1]),
+        watchdog: (words[3] != "0").then(|| identity(words[3])),
+        tree: words[5..].iter().map(|w| identity(w)).collect(),
+    }
+}
+
+/// Every running process descended from this test process, apart from
+/// `except`. Zombies are not survivors.
+fn running_descendants(except: &[Proc]) -> Vec<(i32, char, String)> {
+    let me = std::process::id() as i32;
+    let table: Vec<(i32, i32, char, u64)> = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| stat(pid).map(|s| (pid, s.ppid, s.state, s.start_time)))
+        .collect();
+    let mut ours = vec![me];
+    let mut found = Vec::new();
+    while let Some(parent) = ours.pop() {
+        for &(pid, _, state, start_time) in table.iter().filter(|t| t.1 == parent) {
+            ours.push(pid);
+            let excepted = except
+                .iter()
+                .any(|p| p.pid == pid && p.start_time == start_time);
+            if !matches!(state, 'Z' | 'X') && !excepted {
+                let command = std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                    .unwrap_or_default()
+                    .replace('\0', " ");
+                found.push((pid, state, command));
+            }
+        }
+    }
+    found
+}
+
+/// Reaps every zombie child of this test process (orphans adopted by it).
+fn reap_children() {
+    loop {
+        match rustix::process::waitpid(None, rustix::process::WaitOptions::NOHANG) {
+            Ok(Some(_)) => {}
+            _ => return,
+        }
+    }
+}
+
+fn wait_gone(procs: &[Proc], within: Duration) -> Result<(), Vec<Proc>> {
+    let deadline = Instant::now() + within;
+    loop {
+        let left: Vec<Proc> = procs.iter().filter(|p| p.is_alive()).copied().collect();
+        if left.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(left);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn records(dir: &Path) -> Vec<Record> {
+    ledger::load(dir).expect("ledger").0
+}
+
+/// The owner dies by SIGKILL while its tree runs: the watchdog ends the tree
+/// (escapees included) within the bound, removes the ledger record and the
+/// cgroup leaf, and exits.
+fn owner_killed_while_running(backend: &str, fixture: &[&str]) {
+    become_subreaper();
+    let bystander = Bystander::spawn(fixture_path());
+    let dir = ledger_dir(backend);
+    let mut owner = start_owner(&dir, &[backend], fixture);
+    let mut all = owner.tree.clone();
+    all.extend(owner.watchdog);
+    let guard = Leftovers(all.clone());
+    assert!(owner.watchdog.is_some(), "the owner runs a watchdog");
+    assert_eq!(records(&dir).len(), 1, "the tree is in the ledger");
+    // Let a scanned backend's periodic re-scan see every member.
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(owner.owner.signal(Signal::KILL));
+    let killed = Instant::now();
+    let _ = owner.child.wait();
+    let gone = wait_gone(&owner.tree, BOUND + SLACK);
+    let took = killed.elapsed();
+    assert!(
+        gone.is_ok(),
+        "{backend}: survivors {:?} after {took:?}",
+        gone.err()
+    );
+    println!(
+        "{backend}: tree of {} gone {took:?} after the owner's death",
+        owner.tree.len()
+    );
+    let watchdog_gone = wait_gone(&owner.watchdog.into_iter().collect::<Vec<_>>(), BOUND);
+    assert!(watchdog_gone.is_ok(), "the watchdog exits after its work");
+    assert!(
+        records(&dir).is_empty(),
+        "the watchdog removed the ledger record"
+    );
+    let cgroups = leaves_of(owner.owner.pid);
+    assert!(cgroups.is_empty(), "cgroup leaves left: {cgroups:?}");
+    assert!(bystander.is_running(), "the bystander was hit");
+    assert_eq!(running_descendants(&[bystander.proc()]), vec![]);
+    drop(guard);
+    reap_children();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Kills what a failing test left, by identity.
+struct Leftovers(Vec<Proc>);
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        kill_leftovers(&self.0);
+        reap_children();
+    }
+}
+
+fn leaves_of(owner: i32) -> Vec<String> {
+    let Some(parent) = corral::capabilities().cgroup_parent else {
+        return Vec::new();
+    };
+    let prefix = format!("corral-{owner}-");
+    std::fs::read_dir(parent)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn cgroup_owner_killed_while_running() {
+    if cgroup_parent().is_some() {
+        owner_killed_while_running("cgroup", &["tree-ignore", "30"]);
+    }
+}
+
+#[test]
+fn cgroup_owner_killed_with_a_daemon() {
+    if cgroup_parent().is_some() {
+        owner_killed_while_running("cgroup", &["daemon"]);
+    }
+}
+
+#[test]
+fn subreaper_owner_killed_while_running() {
+    owner_killed_while_running("subreaper", &["tree-ignore", "30"]);
+}
+
+#[test]
+fn subreaper_owner_killed_with_a_daemon() {
+    owner_killed_while_running("subreaper", &["daemon"]);
+}
+
+#[test]
+fn group_owner_killed_while_running() {
+    owner_killed_while_running("group", &["tree-ignore", "30"]);
+}
+
+/// The watchdog is killed first: the owner notices, starts a new one and tells
+/// it every live tree; the owner's death is then still covered.
+#[test]
+fn watchdog_killed_then_owner_killed() {
+    if cgroup_parent().is_none() {
+        return;
+    }
+    become_subreaper();
+    let dir = ledger_dir("watchdog-killed");
+    let mut owner = start_owner(&dir, &["cgroup"], &["tree-ignore", "10"]);
+    let first = owner.watchdog.expect("a watchdog");
+    let guard = Leftovers(owner.tree.clone());
+    assert!(first.signal(Signal::KILL));
+    assert!(wait_gone(&[first], BOUND).is_ok());
+    // The replacement is a new child of the owner, in a group of its own.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let replacement = loop {
+        let found = running_descendants(&owner.tree)
+            .into_iter()
+            .find(|(pid, _, cmd)| {
+                *pid != owner.owner.pid && cmd.contains(corral::watchdog::HOOK_ARG)
+            });
+        if let Some((pid, _, _)) = found {
+            break Proc::of(pid).expect("alive");
+        }
+        assert!(Instant::now() < deadline, "no new watchdog");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(
+        owner.tree.iter().all(Proc::is_alive),
+        "killing the watchdog leaves the tree alone"
+    );
+    assert!(owner.owner.signal(Signal::KILL));
+    let _ = owner.child.wait();
+    let gone = wait_gone(&owner.tree, BOUND + SLACK);
+    assert!(gone.is_ok(), "survivors {:?}", gone.err());
+    assert!(wait_gone(&[replacement], BOUND).is_ok());
+    drop(guard);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGKILL at random points (before the spawn completes, while running,
+/// during the graceful stop after a 50 ms timeout): over 100 runs, nothing
+/// survives the bound, and the bystander is never touched.
+#[test]
+fn owner_killed_at_random_points() {
+    if cgroup_parent().is_none() {
+        return;
+    }
+    become_subreaper();
+    let bystander = Bystander::spawn(fixture_path());
+    let dir = ledger_dir("random");
+    let mut seed: u64 = std::process::id() as u64 ^ 0x9e37_79b9_7f4a_7c15;
+    let mut next = move |bound: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % bound
+    };
+    let runs = 100;
+    let batch = 10;
+    // Leaves other runs left on this machine (a recycled pid could match one).
+    let stale: Vec<String> = corral::capabilities()
+        .cgroup_parent
+        .and_then(|parent| std::fs::read_dir(parent).ok())
+        .map(|dir| {
+            dir.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    for round in 0..runs / batch {
+        let mut owners = Vec::new();
+        for _ in 0..batch {
+            let child = spawn_owner(
+                &dir,
+                &["cgroup", "--timeout-ms", "50", "--grace-ms", "300"],
+                &["tree-ignore", "5"],
+            );
+            let delay = Duration::from_millis(next(400));
+            owners.push((child, delay));
+        }
+        let started = Instant::now();
+        let owner_pids: Vec<i32> = owners.iter().map(|(child, _)| child.id() as i32).collect();
+        let mut pending: Vec<(Child, Duration)> = owners;
+        while !pending.is_empty() {
+            let now = started.elapsed();
+            pending.retain_mut(|(child, delay)| {
+                if now < *delay {
+                    return true;
+                }
+                let pid = child.id() as i32;
+                if let Some(p) = Proc::of(pid) {
+                    p.signal(Signal::KILL);
+                }
+                let _ = child.wait();
+                false
+            });
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let deadline = Instant::now() + BOUND + SLACK;
+        let mut left = running_descendants(&[bystander.proc()]);
+        while !left.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+            reap_children();
+            left = running_descendants(&[bystander.proc()]);
+        }
+        assert!(left.is_empty(), "round {round}: survivors {left:?}");
+        // Not even an empty cgroup leaf is left, whatever the point of death.
+        let leaves: Vec<String> = owner_pids
+            .iter()
+            .flat_map(|&pid| leaves_of(pid))
+            .filter(|leaf| !stale.contains(leaf))
+            .collect();
+        assert!(
+            leaves.is_empty(),
+            "round {round}: cgroup leaves left: {leaves:?}"
+        );
+        reap_children();
+    }
+    assert!(bystander.is_running());
+    assert!(
+        records(&dir).is_empty(),
+        "records left: {:?}",
+        records(&dir)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Without a watchdog, a crashed owner leaves its tree and its ledger record;
+/// the next run of the same program sweeps both at its first spawn.
+#[test]
+fn startup_sweep_ends_a_crashed_predecessors_tree() {
+    if cgroup_parent().is_none() {
+        return;
+    }
+    become_subreaper();
+    let dir = ledger_dir("startup");
+    let mut first = start_owner(&dir, &["cgroup", "--no-watchdog"], &["tree-ignore", "5"]);
+    let guard = Leftovers(first.tree.clone());
+    assert!(first.watchdog.is_none());
+    assert!(first.owner.signal(Signal::KILL));
+    let _ = first.child.wait();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        first.tree.iter().all(Proc::is_alive),
+        "no watchdog: the tree outlives its owner for now"
+    );
+    assert_eq!(records(&dir).len(), 1, "the crashed owner's record stays");
+    let mut second = start_owner(&dir, &["cgroup", "--no-watchdog"], &["sleep", "30"]);
+    let gone = wait_gone(&first.tree, BOUND);
+    assert!(
+        gone.is_ok(),
+        "the successor's start-up sweep did not end {:?}",
+        gone.err()
+    );
+    // The sweep runs beside the spawn: its record removal follows the kill.
+    let deadline = Instant::now() + BOUND;
+    while records(&dir).len() != 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        records(&dir).len(),
+        1,
+        "only the successor's own record is left"
+    );
+    // Its tree killed, the second owner finishes by itself (and removes its
+    // leaf: it has no watchdog to do it if it were killed now).
+    kill_leftovers(&second.tree);
+    let _ = second.child.wait();
+    drop(guard);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A sweep (`corral reap`) never touches the tree of an owner that is alive.
+#[test]
+fn reap_skips_trees_of_live_owners() {
+    become_subreaper();
+    let dir = ledger_dir("live");
+    let mut owner = start_owner(&dir, &["group"], &["fork", "3"]);
+    let mut all = owner.tree.clone();
+    all.extend(owner.watchdog);
+    let guard = Leftovers(all);
+    let result = ledger::sweep(&dir, false, |_| true).expect("sweep");
+    assert_eq!(result.actions.len(), 1);
+    assert_eq!(result.actions[0].1, SweepAction::Skipped);
+    assert!(
+        owner.tree.iter().all(Proc::is_alive),
+        "a live owner's tree was touched"
+    );
+    assert_eq!(records(&dir).len(), 1, "a live owner's record was dropped");
+    assert!(owner.owner.signal(Signal::KILL));
+    let _ = owner.child.wait();
+    assert!(wait_gone(&owner.tree, BOUND + SLACK).is_ok());
+    drop(guard);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A record whose pids now belong to someone else (same pid, another start
+/// time): the sweep signals nothing and drops the record.
+#[test]
+fn reap_never_signals_a_reused_pid() {
+    let bystander = Bystander::spawn(fixture_path());
+    let dir = ledger_dir("reuse");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let stranger = bystander.proc();
+    let dead_owner = Identity {
+        pid: stranger.pid,
+        start_time: stranger.start_time + 7,
+    };
+    let impostor = Identity {
+        pid: stranger.pid,
+        start_time: stranger.start_time + 1,
+    };
+    let mut cases = Vec::new();
+    for backend in ["group", "subreaper"] {
+        let json = serde_json_record(&format!("reuse-{backend}"), dead_owner, impostor, backend);
+        std::fs::write(dir.join(format!("reuse-{backend}.json")), json).expect("write");
+        cases.push(backend);
+    }
+    let result = ledger::sweep(&dir, false, |_| true).expect("sweep");
+    assert_eq!(result.actions.len(), cases.len());
+    for (record, action) in &result.actions {
+        assert_eq!(*action, SweepAction::Dropped, "{}", record.id);
+    }
+    assert!(bystander.is_running(), "a reused pid was signalled");
+    assert!(records(&dir).is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn serde_json_record(id: &str, owner: Identity, leader: Identity, backend: &str) -> String {
+    format!(
+        r#"{{"version":1,"id":"{id}","owner":{{"pid":{},"start_time":{}}},"owner_exe":null,
+"boot_id":"{}","backend":"{backend}","leader":{{"pid":{},"start_time":{}}},"members":[{{"pid":{},"start_time":{}}}],
+"cgroup":null,"command":"x","created_at":0}}"#,
+        owner.pid,
+        owner.start_time,
+        ledger::boot_id(),
+        leader.pid,
+        leader.start_time,
+        leader.pid,
+        leader.start_time,
+    )
+}
+
+/// A watchdog that stops reading (here `SIGSTOP`ped) never freezes its
+/// owner: many spawns whose records overflow the socket's buffer all return
+/// in bounded time, and the watchdog still works once it runs again.
+#[test]
+fn a_stopped_watchdog_does_not_block_spawns() {
+    let dir = ledger_dir("stopped-watchdog");
+    corral::ledger::set_dir(&dir);
+    corral::watchdog::set_executable(owner_path());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let spawn = |arg: &str| {
+        corral::Command::new("true")
+            .arg(arg)
+            .backend(corral::BackendChoice::Only(corral::Backend::Group))
+            .run()
+    };
+    let first = runtime.block_on(spawn("first")).expect("runs");
+    assert!(first.report.notes.is_empty(), "{:?}", first.report.notes);
+    let helper = corral::watchdog::helper_pid().expect("a watchdog runs");
+    let helper = Proc::of(helper).expect("alive");
+    assert!(helper.signal(Signal::STOP));
+    // Each record carries the command line: 64 KiB arguments fill the
+    // socket's buffer within a few spawns.
+    let big = "x".repeat(64 << 10);
+    const SPAWNS: usize = 100;
+    let (done, finished) = std::sync::mpsc::channel();
+    let owner = std::thread::spawn(move || {
+        for _ in 0..SPAWNS {
+            let finished = runtime.block_on(spawn(&big)).expect("runs");
+            assert_eq!(finished.outcome, corral::Outcome::Exited { code: 0 });
+            let _ = done.send(());
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut returned = 0;
+    while returned < SPAWNS {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if finished.recv_timeout(left).is_err() {
+            break;
+        }
+        returned += 1;
+    }
+    assert!(helper.signal(Signal::CONT));
+    assert_eq!(returned, SPAWNS, "spawns blocked behind a stopped watchdog");
+    owner.join().expect("owner thread");
+    assert!(
+        helper.is_alive(),
+        "the watchdog survived its stop and the flood"
+    );
+    corral::watchdog::shutdown();
+    assert!(wait_gone(&[helper], Duration::from_secs(5)).is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
+}
