@@ -124,6 +124,8 @@ pub(crate) struct ScannedTree {
     last: Vec<(i32, u64)>,
     /// Processes the last scan could not judge yet (see `Rule::undecided`).
     undecided: usize,
+    /// The serial number of the shared walk the last re-scan judged.
+    absorbed: Option<u64>,
 }
 
 impl ScannedTree {
@@ -135,6 +137,7 @@ impl ScannedTree {
             exited: 0,
             last: Vec::new(),
             undecided: 0,
+            absorbed: None,
         }
     }
 
@@ -229,8 +232,12 @@ impl ScannedTree {
     pub(crate) fn refresh(&mut self) -> Option<Vec<crate::identity::Identity>> {
         let before: Identities = self.last.iter().copied().collect();
         let scanned = if self.shares_walks() {
-            walker::recent(REFRESH_SHARE).map(|table| {
-                self.absorb(&table);
+            walker::recent(REFRESH_SHARE).map(|(serial, table)| {
+                // A walk this tree has judged already tells it nothing new.
+                if self.absorbed != Some(serial) {
+                    self.absorb(&table);
+                    self.absorbed = Some(serial);
+                }
             })
         } else {
             self.scan().map(|_| ())
@@ -294,7 +301,8 @@ impl ScannedTree {
         if self.a_member_still_runs() {
             return Ok(false);
         }
-        Ok(self.scan_shared().await?.is_empty() && !self.members_exiting() && self.undecided == 0)
+        let members = self.scan_shared().await?;
+        Ok(self.judged_empty(&members))
     }
 
     /// Whether the walk found no member, and no member exited since the
@@ -306,7 +314,15 @@ impl ScannedTree {
         if self.a_member_still_runs() {
             return Ok(false);
         }
-        Ok(self.scan()?.is_empty() && !self.members_exiting() && self.undecided == 0)
+        let members = self.scan()?;
+        Ok(self.judged_empty(&members))
+    }
+
+    /// Empty: the walk found no member, no member was seen exiting since the
+    /// previous walk (the trail a hopping process leaves), and nothing is
+    /// left undecided.
+    fn judged_empty(&self, members: &[Stat]) -> bool {
+        members.is_empty() && !self.members_exiting() && self.undecided == 0
     }
 
     fn a_member_still_runs(&self) -> bool {

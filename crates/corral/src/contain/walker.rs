@@ -29,9 +29,17 @@ use crate::identity::{self, ProcessTable};
 /// A finished walk.
 #[derive(Debug)]
 struct Walk {
+    serial: u64,
     started: Instant,
+    took: Duration,
     table: Arc<ProcessTable>,
 }
+
+/// Re-scans of running trees spend at most 1/`BUDGET` of a core on walks:
+/// on a host with many processes a walk takes longer, so a shared one is
+/// used for longer (every 200 ms with a few hundred processes; with 3,000,
+/// about every second).
+const BUDGET: u32 = 20;
 
 static LATEST: Mutex<Option<Walk>> = Mutex::new(None);
 /// Whether a task is walking for [`after`] (the others wait for it).
@@ -46,22 +54,33 @@ fn latest() -> MutexGuard<'static, Option<Walk>> {
 fn walk() -> io::Result<Arc<ProcessTable>> {
     let started = Instant::now();
     let table = Arc::new(ProcessTable::new(identity::all_processes()?));
+    let took = started.elapsed();
     let mut latest = latest();
     if latest.as_ref().is_none_or(|w| w.started < started) {
+        let serial = latest.as_ref().map_or(1, |w| w.serial + 1);
         *latest = Some(Walk {
+            serial,
             started,
+            took,
             table: Arc::clone(&table),
         });
     }
     Ok(table)
 }
 
-/// The latest walk if it started at most `max_age` ago, else a new one.
-pub(crate) fn recent(max_age: Duration) -> io::Result<Arc<ProcessTable>> {
-    if let Some(walk) = latest().as_ref().filter(|w| w.started.elapsed() <= max_age) {
-        return Ok(Arc::clone(&walk.table));
+/// The latest walk if it started at most `max_age` ago (or, where a walk
+/// takes long, [`BUDGET`] times as long as it took), else a new one.
+/// With the walk's serial number (a tree that judged it already can skip it).
+pub(crate) fn recent(max_age: Duration) -> io::Result<(u64, Arc<ProcessTable>)> {
+    if let Some(walk) = latest()
+        .as_ref()
+        .filter(|w| w.started.elapsed() <= max_age.max(w.took * BUDGET))
+    {
+        return Ok((walk.serial, Arc::clone(&walk.table)));
     }
-    walk()
+    let table = walk()?;
+    let serial = latest().as_ref().map_or(0, |w| w.serial);
+    Ok((serial, table))
 }
 
 /// A walk that started at or after `since`, shared with every caller that
@@ -138,7 +157,7 @@ mod tests {
         assert!(!Arc::ptr_eq(&first, &second));
         let started = latest().as_ref().map(|w| w.started).expect("a walk");
         assert!(started >= asked);
-        let reused = recent(Duration::from_secs(60)).expect("walk");
+        let (_, reused) = recent(Duration::from_secs(60)).expect("walk");
         assert!(Arc::ptr_eq(&second, &reused), "a recent walk is reused");
     }
 }
