@@ -158,7 +158,10 @@ async fn run_backend(backend: Backend, trees: usize, idle: Duration) -> Result<R
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let value = |flag: &str| {
         args.iter()
             .position(|a| a == flag)
@@ -185,6 +188,32 @@ fn main() {
         .collect();
     if backends.is_empty() {
         backends = vec![Backend::Cgroup, Backend::Group];
+    }
+    if backends.len() > 1 {
+        // One process per backend: memory a run leaves to the allocator
+        // must not count against the next.
+        let mut failed = false;
+        let mut rows = Vec::new();
+        for backend in &backends {
+            let output = std::process::Command::new(std::env::current_exe().expect("exe"))
+                .args(&args)
+                .args(["--backend", backend.name()])
+                .env("CORRAL_SCALE_CHILD", "1")
+                .stderr(std::process::Stdio::inherit())
+                .output()
+                .expect("run one backend");
+            let text = String::from_utf8_lossy(&output.stdout).into_owned();
+            for line in text.lines() {
+                match line.strip_prefix("ROW ") {
+                    Some(json) => rows
+                        .push(serde_json::from_str::<serde_json::Value>(json).unwrap_or_default()),
+                    None => println!("{line}"),
+                }
+            }
+            failed |= !output.status.success();
+        }
+        write_results(&rows);
+        std::process::exit(i32::from(failed));
     }
     corral::ledger::set_dir(
         std::env::temp_dir().join(format!("corral-scale-{}", std::process::id())),
@@ -227,10 +256,6 @@ fn main() {
             }
         }
     }
-    let out =
-        PathBuf::from(std::env::var_os("CARGO_TARGET_DIR").unwrap_or_else(|| "target".into()))
-            .join("bench-results");
-    let _ = std::fs::create_dir_all(&out);
     let rows_json: Vec<serde_json::Value> = rows
         .iter()
         .map(|r| {
@@ -244,14 +269,35 @@ fn main() {
             })
         })
         .collect();
-    let json = serde_json::to_string_pretty(&serde_json::json!({
-        "bench": "scale",
-        "load_average": std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
-        "rows": rows_json,
-    }))
-    .unwrap_or_default();
-    let _ = std::fs::write(out.join("scale.json"), json);
+    for row in &rows_json {
+        println!("ROW {row}");
+    }
+    if backends_requested_once(&args) {
+        write_results(&rows_json);
+    }
     if failed {
         std::process::exit(1);
     }
+}
+
+/// Whether this process was asked for one backend by the user (not by a
+/// parent run of this bench, which writes the results itself).
+fn backends_requested_once(args: &[String]) -> bool {
+    args.iter().filter(|a| *a == "--backend").count() == 1
+        && std::env::var_os("CORRAL_SCALE_CHILD").is_none()
+}
+
+/// Writes `target/bench-results/scale.json`.
+fn write_results(rows: &[serde_json::Value]) {
+    let out =
+        PathBuf::from(std::env::var_os("CARGO_TARGET_DIR").unwrap_or_else(|| "target".into()))
+            .join("bench-results");
+    let _ = std::fs::create_dir_all(&out);
+    let json = serde_json::to_string_pretty(&serde_json::json!({
+        "bench": "scale",
+        "load_average": std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
+        "rows": rows,
+    }))
+    .unwrap_or_default();
+    let _ = std::fs::write(out.join("scale.json"), json);
 }

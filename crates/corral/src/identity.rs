@@ -95,7 +95,7 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
 
 /// Reads `/proc/PID/stat`. `NotFound` when the process is gone.
 pub fn read_stat(pid: i32) -> io::Result<Stat> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|error| {
+    let text = read_small(&format!("/proc/{pid}/stat")).map_err(|error| {
         // A process that is reaped between the open and the read makes the
         // read fail with ESRCH: gone all the same.
         if sys::is_gone(&error) {
@@ -104,7 +104,7 @@ pub fn read_stat(pid: i32) -> io::Result<Stat> {
             error
         }
     })?;
-    parse_stat(&text).ok_or_else(|| {
+    parse_stat(&String::from_utf8_lossy(&text)).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             format!("unparsable /proc/{pid}/stat"),
@@ -213,6 +213,35 @@ pub(crate) fn signal_if(
         Err(e) if sys::is_gone(&e) => Ok(Delivery::Gone),
         Err(e) => Err(e),
     }
+}
+
+/// A small `/proc` file in one `read` where it fits (a `stat` line does):
+/// open, read, close, without the size query and the second read for
+/// end-of-file that reading to a string costs. A walk of the host reads one
+/// per process, so this is most of what a walk costs.
+fn read_small(path: &str) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = fs::File::open(path)?;
+    let mut bytes = vec![0; 512];
+    let mut filled = 0;
+    loop {
+        match file.read(&mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                filled += n;
+                // A procfs file is generated whole at the first read: a
+                // short read is all of it.
+                if filled < bytes.len() {
+                    break;
+                }
+                bytes.resize(bytes.len() * 2, 0);
+            }
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    bytes.truncate(filled);
+    Ok(bytes)
 }
 
 /// The children of `pid` (of every one of its threads), from

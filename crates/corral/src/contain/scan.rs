@@ -255,6 +255,16 @@ impl ScannedTree {
         })
     }
 
+    /// How often a re-scan can find a new shared walk (a subreaper tree walks
+    /// on its own, at once).
+    pub(crate) fn refresh_cadence(&self) -> Duration {
+        if self.shares_walks() {
+            walker::cadence(REFRESH_SHARE)
+        } else {
+            Duration::ZERO
+        }
+    }
+
     /// Sends `signal` to every member: first the scan (so that a leader dying
     /// of the signal cannot disconnect its children before they are seen),
     /// then the group-wide signal where there is one, then each member by

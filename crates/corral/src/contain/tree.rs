@@ -123,6 +123,15 @@ impl Tree {
         }
     }
 
+    /// How often a re-scan can find a new shared walk (zero for a cgroup,
+    /// which is never re-scanned).
+    pub(crate) fn refresh_cadence(&self) -> std::time::Duration {
+        match self {
+            Tree::Cgroup(_) => std::time::Duration::ZERO,
+            Tree::Scanned(tree) => tree.refresh_cadence(),
+        }
+    }
+
     /// Sends `signal` to every running member. Returns how many were
     /// signalled, or `None` where the kernel does it without naming them. A
     /// scanned tree judges on a `/proc` walk shared with the host's other

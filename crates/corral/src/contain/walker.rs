@@ -38,8 +38,8 @@ struct Walk {
 /// Re-scans of running trees spend at most 1/`BUDGET` of a core on walks:
 /// on a host with many processes a walk takes longer, so a shared one is
 /// used for longer (every 200 ms with a few hundred processes; with 3,000,
-/// about every second).
-const BUDGET: u32 = 20;
+/// about every second and a half).
+const BUDGET: u32 = 40;
 
 static LATEST: Mutex<Option<Walk>> = Mutex::new(None);
 /// Whether a task is walking for [`after`] (the others wait for it).
@@ -66,6 +66,14 @@ fn walk() -> io::Result<Arc<ProcessTable>> {
         });
     }
     Ok(table)
+}
+
+/// How long a walk is reused by [`recent`] with `max_age`: when a new one
+/// can be there.
+pub(crate) fn cadence(max_age: Duration) -> Duration {
+    latest()
+        .as_ref()
+        .map_or(max_age, |w| max_age.max(w.took * BUDGET))
 }
 
 /// The latest walk if it started at most `max_age` ago (or, where a walk

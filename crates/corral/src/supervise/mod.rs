@@ -369,7 +369,8 @@ impl Supervision {
         };
         let exited = wait_exit(&self.leader);
         tokio::pin!(timeout, user_cancel, exited);
-        let mut refresh = tokio::time::interval_at(self.started + REFRESH_FIRST, REFRESH_EVERY);
+        let refresh = tokio::time::sleep_until(self.started + REFRESH_FIRST);
+        tokio::pin!(refresh);
         let scanned = self.tree.cgroup_path().is_none();
         loop {
             tokio::select! {
@@ -380,10 +381,15 @@ impl Supervision {
                 () = &mut user_cancel => return Trigger::Cancelled,
                 () = &mut timeout => return Trigger::TimedOut,
                 () = &mut exited => return Trigger::LeaderExited,
-                _ = refresh.tick(), if scanned => {
+                () = &mut refresh, if scanned => {
                     if let Some(members) = self.tree.refresh() {
                         self.registration.members(members);
                     }
+                    // No sooner than a new shared walk can be there (see
+                    // `contain/walker.rs`): on a host with thousands of
+                    // processes, that is less often.
+                    let every = REFRESH_EVERY.max(self.tree.refresh_cadence());
+                    refresh.as_mut().reset(Instant::now() + every);
                 }
             }
         }
