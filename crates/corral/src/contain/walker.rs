@@ -38,8 +38,8 @@ struct Walk {
 /// Re-scans of running trees spend at most 1/`BUDGET` of a core on walks:
 /// on a host with many processes a walk takes longer, so a shared one is
 /// used for longer (every 200 ms with a few hundred processes; with 3,000,
-/// about every second and a half).
-const BUDGET: u32 = 40;
+/// about every two seconds).
+const BUDGET: u32 = 60;
 
 static LATEST: Mutex<Option<Walk>> = Mutex::new(None);
 /// Whether a task is walking for [`after`] (the others wait for it).
