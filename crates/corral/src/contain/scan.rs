@@ -67,6 +67,14 @@ impl Rule {
         }
     }
 
+    /// The process group a group-wide signal reaches, if any.
+    fn group_id(&self) -> Option<i32> {
+        match self {
+            Rule::Group(rule) => Some(rule.leader()),
+            Rule::Subreaper(_) | Rule::Recorded(_) => None,
+        }
+    }
+
     /// Whether one `/proc` entry is a member without looking at the rest of
     /// the table: a subreaper's adopted orphans. Such a member is signalled
     /// the moment the walk reads it.
@@ -124,6 +132,8 @@ pub(crate) struct ScannedTree {
     last: Vec<(i32, u64)>,
     /// Processes the last scan could not judge yet (see `Rule::undecided`).
     undecided: usize,
+    /// Members sent `SIGKILL` by identity: never sent it again.
+    killed: Identities,
     /// The serial number of the shared walk the last re-scan judged.
     absorbed: Option<u64>,
 }
@@ -134,6 +144,7 @@ impl ScannedTree {
             rule,
             live,
             known: HashSet::new(),
+            killed: HashSet::new(),
             exited: 0,
             last: Vec::new(),
             undecided: 0,
@@ -152,11 +163,14 @@ impl ScannedTree {
     /// caught this way.
     fn scan_signalling(&mut self, signal: Option<Signal>) -> io::Result<(Vec<Stat>, Identities)> {
         let mut reached = HashSet::new();
-        let (rule, live) = (&self.rule, self.live);
+        let (rule, live, killed) = (&self.rule, self.live, &mut self.killed);
         let mut others = registry::others(live);
         let table = identity::walk_processes(|stat| {
             let Some(signal) = signal else { return };
-            if !rule.member_at_sight(stat, &others) {
+            let identity = (stat.pid, stat.start_time);
+            if (signal == Signal::KILL && killed.contains(&identity))
+                || !rule.member_at_sight(stat, &others)
+            {
                 return;
             }
             // A tree spawned since the snapshot may own it: look again.
@@ -165,7 +179,10 @@ impl ScannedTree {
                 && let Ok(Delivery::Sent) =
                     identity::signal_verified(stat.pid, stat.start_time, signal)
             {
-                reached.insert((stat.pid, stat.start_time));
+                reached.insert(identity);
+                if signal == Signal::KILL {
+                    killed.insert(identity);
+                }
             }
         })?;
         if matches!(self.rule, Rule::Subreaper(_)) {
@@ -271,14 +288,43 @@ impl ScannedTree {
     /// identity. A member that cannot be signalled does not stop the others.
     pub(crate) fn signal(&mut self, signal: Signal) -> io::Result<usize> {
         let (members, reached) = self.scan_signalling(Some(signal))?;
+        let members: Vec<Stat> = members
+            .into_iter()
+            .filter(|m| !reached.contains(&(m.pid, m.start_time)))
+            .collect();
+        Ok(reached.len() + self.signal_members(&members, signal)?)
+    }
+
+    /// Signals `members` (found by a walk just before): the whole process
+    /// group at once where there is one, then by identity each member the
+    /// group signal did not reach. `SIGKILL` is final: a member killed by
+    /// identity once is not sent it again on the next pass (a dying tree of
+    /// 1,000 processes would otherwise cost 1,000 pidfds per pass), and a
+    /// member still in the group when it was killed whole needs no pidfd of
+    /// its own. Returns how many members were reached.
+    fn signal_members(&mut self, members: &[Stat], signal: Signal) -> io::Result<usize> {
         self.rule.signal_wholesale(signal)?;
-        let mut delivered = reached.len();
+        let group = self.rule.group_id();
+        let mut delivered = 0;
         for member in members {
-            if reached.contains(&(member.pid, member.start_time)) {
+            let identity = (member.pid, member.start_time);
+            if Some(member.pgid) == group {
+                // Reached by the group signal, unless it left the group since
+                // the walk: then the next pass (a cleanup goes on until the
+                // walk finds nobody) signals it by identity.
+                delivered += 1;
+                continue;
+            }
+            if signal == Signal::KILL && self.killed.contains(&identity) {
                 continue;
             }
             match identity::signal_verified(member.pid, member.start_time, signal) {
-                Ok(Delivery::Sent) => delivered += 1,
+                Ok(Delivery::Sent) => {
+                    delivered += 1;
+                    if signal == Signal::KILL {
+                        self.killed.insert(identity);
+                    }
+                }
                 Ok(Delivery::Gone) => {}
                 Err(error) => tracing::warn!(pid = member.pid, %signal, %error, "signal failed"),
             }
@@ -293,16 +339,7 @@ impl ScannedTree {
             return self.signal(signal);
         }
         let members = self.scan_shared().await?;
-        self.rule.signal_wholesale(signal)?;
-        let mut delivered = 0;
-        for member in members {
-            match identity::signal_verified(member.pid, member.start_time, signal) {
-                Ok(Delivery::Sent) => delivered += 1,
-                Ok(Delivery::Gone) => {}
-                Err(error) => tracing::warn!(pid = member.pid, %signal, %error, "signal failed"),
-            }
-        }
-        Ok(delivered)
+        self.signal_members(&members, signal)
     }
 
     /// [`is_empty`](Self::is_empty), judged on a walk that started after
