@@ -372,10 +372,19 @@ impl ScannedTree {
         members.is_empty() && !self.members_exiting() && self.undecided == 0
     }
 
-    fn a_member_still_runs(&self) -> bool {
-        self.last.iter().any(|&(pid, start_time)| {
-            identity::read_stat(pid).is_ok_and(|s| s.start_time == start_time && s.is_running())
-        })
+    /// Whether a member the last walk found still runs. Members seen gone
+    /// are dropped from that list as they are found, so waiting for a dying
+    /// tree of N processes reads each one's `stat` about once, not N times
+    /// per poll.
+    fn a_member_still_runs(&mut self) -> bool {
+        while let Some(&(pid, start_time)) = self.last.last() {
+            if identity::read_stat(pid).is_ok_and(|s| s.start_time == start_time && s.is_running())
+            {
+                return true;
+            }
+            self.last.pop();
+        }
+        false
     }
 
     pub(crate) async fn wait_empty(
@@ -386,8 +395,12 @@ impl ScannedTree {
         let mut pause = POLL_MIN;
         loop {
             if kill_late {
-                // Members forked since the last SIGKILL are killed on sight.
-                if self.signal_shared(Signal::KILL).await? == 0 && self.is_empty_shared().await? {
+                // While a member the last walk found is still dying, a new
+                // walk would find the same processes: wait for them. Then
+                // walk once: members forked since the last SIGKILL are killed
+                // on sight, and a walk that finds nobody (it started after
+                // the last member was seen gone) is the verdict.
+                if !self.a_member_still_runs() && self.kill_pass().await? {
                     return Ok(true);
                 }
             } else if self.is_empty_shared().await? {
@@ -405,6 +418,20 @@ impl ScannedTree {
                 (pause * 2).min(POLL_MAX)
             };
         }
+    }
+
+    /// One pass of a kill: a walk that started now; true if it found the
+    /// tree empty, else `SIGKILL` to what it found.
+    async fn kill_pass(&mut self) -> io::Result<bool> {
+        if !self.shares_walks() {
+            return Ok(self.signal(Signal::KILL)? == 0 && self.is_empty()?);
+        }
+        let members = self.scan_shared().await?;
+        if self.judged_empty(&members) {
+            return Ok(true);
+        }
+        self.signal_members(&members, Signal::KILL)?;
+        Ok(false)
     }
 
     /// How many processes the last scan could not judge (see
