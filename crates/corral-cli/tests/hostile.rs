@@ -268,6 +268,39 @@ fn own_cgroup() -> Option<PathBuf> {
     Some(PathBuf::from(format!("{mount}{relative}")))
 }
 
+/// A new cgroup leaf `corral-NAME-PID` under this process's cgroup, as root;
+/// `None` (with the reason printed) where that cannot be made here.
+fn test_leaf(name: &str) -> Option<PathBuf> {
+    if !is_root() {
+        println!("SKIPPED: creating a cgroup leaf needs root here");
+        return None;
+    }
+    let Some(parent) = own_cgroup() else {
+        println!("SKIPPED: no cgroup v2 mount");
+        return None;
+    };
+    let leaf = parent.join(format!("corral-{name}-{}", std::process::id()));
+    if let Err(error) = std::fs::create_dir(&leaf) {
+        println!("SKIPPED: cannot create {}: {error}", leaf.display());
+        return None;
+    }
+    Some(leaf)
+}
+
+/// A cgroup-backend record whose owner is dead (`victim`'s pid, another
+/// start time), naming `leaf` with `cgroup_id`.
+fn leaf_record(id: &str, victim: Proc, leaf: &Path, cgroup_id: u64) -> String {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").expect("boot id");
+    serde_json::json!({
+        "version": 1, "id": id,
+        "owner": {"pid": victim.pid, "start_time": victim.start_time + 3},
+        "owner_exe": null, "boot_id": boot.trim(), "backend": "cgroup",
+        "leader": null, "members": [], "cgroup": leaf, "cgroup_id": cgroup_id,
+        "command": "forged", "created_at": 0
+    })
+    .to_string()
+}
+
 /// A record naming a live cgroup leaf by path, with another cgroup id than
 /// the leaf has (a leaf name reused, or a forged record): nothing in the
 /// leaf is killed and the leaf stays. The same record with the leaf's own
@@ -275,33 +308,13 @@ fn own_cgroup() -> Option<PathBuf> {
 #[test]
 fn a_record_naming_a_live_foreign_leaf_is_left_alone() {
     use std::os::unix::fs::MetadataExt;
-    if !is_root() {
-        println!("SKIPPED: creating a cgroup leaf needs root here");
-        return;
-    }
-    let Some(parent) = own_cgroup() else {
-        println!("SKIPPED: no cgroup v2 mount");
+    let Some(leaf) = test_leaf("foreign") else {
         return;
     };
-    let leaf = parent.join(format!("corral-foreign-{}", std::process::id()));
-    if std::fs::create_dir(&leaf).is_err() {
-        println!("SKIPPED: cannot create {}", leaf.display());
-        return;
-    }
     let (guard, victim) = bystander();
     std::fs::write(leaf.join("cgroup.procs"), victim.pid.to_string()).expect("move into leaf");
     let ino = std::fs::metadata(&leaf).expect("leaf").ino();
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").expect("boot id");
-    let record = |id: &str, cgroup_id: u64| {
-        serde_json::json!({
-            "version": 1, "id": id,
-            "owner": {"pid": victim.pid, "start_time": victim.start_time + 3},
-            "owner_exe": null, "boot_id": boot.trim(), "backend": "cgroup",
-            "leader": null, "members": [], "cgroup": leaf, "cgroup_id": cgroup_id,
-            "command": "forged", "created_at": 0
-        })
-        .to_string()
-    };
+    let record = |id: &str, cgroup_id: u64| leaf_record(id, victim, &leaf, cgroup_id);
     let dir = own_dir("leaf");
     std::fs::write(dir.join("other.json"), record("other", ino + 1)).expect("write");
     let output = ledger_command(&["reap"], Some(&dir), &[]);
@@ -460,36 +473,17 @@ fn a_member_hiding_in_a_cgroup_below_its_leaf_is_ended_and_nothing_is_left() {
 #[test]
 fn reap_ends_a_member_hiding_below_a_recorded_leaf() {
     use std::os::unix::fs::MetadataExt;
-    if !is_root() {
-        println!("SKIPPED: creating a cgroup leaf needs root here");
-        return;
-    }
-    let Some(parent) = own_cgroup() else {
-        println!("SKIPPED: no cgroup v2 mount");
+    let Some(leaf) = test_leaf("below") else {
         return;
     };
-    let leaf = parent.join(format!("corral-below-{}", std::process::id()));
     let sub = leaf.join("sub");
-    if std::fs::create_dir(&leaf)
-        .and_then(|()| std::fs::create_dir(&sub))
-        .is_err()
-    {
-        println!("SKIPPED: cannot create {}", sub.display());
-        return;
-    }
+    std::fs::create_dir(&sub).expect("a cgroup below the leaf");
     let (guard, member) = bystander();
     std::fs::write(sub.join("cgroup.procs"), member.pid.to_string()).expect("move below");
     let ino = std::fs::metadata(&leaf).expect("leaf").ino();
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").expect("boot id");
     let dir = own_dir("below");
-    let record = serde_json::json!({
-        "version": 1, "id": "below",
-        "owner": {"pid": member.pid, "start_time": member.start_time + 3},
-        "owner_exe": null, "boot_id": boot.trim(), "backend": "cgroup",
-        "leader": null, "members": [], "cgroup": leaf, "cgroup_id": ino,
-        "command": "hidden", "created_at": 0
-    });
-    std::fs::write(dir.join("below.json"), record.to_string()).expect("write");
+    let record = leaf_record("below", member, &leaf, ino);
+    std::fs::write(dir.join("below.json"), record).expect("write");
     let output = ledger_command(&["reap"], Some(&dir), &[]);
     let ended = corral_tests::wait_until(Duration::from_secs(2), || !member.is_alive());
     let record_left = dir.join("below.json").exists();

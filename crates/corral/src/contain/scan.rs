@@ -23,6 +23,8 @@ use crate::{
 /// How often emptiness is re-checked while waiting: starts fast, backs off.
 const POLL_MIN: Duration = Duration::from_millis(1);
 const POLL_MAX: Duration = Duration::from_millis(20);
+/// How often a kill walks `/proc` again while members it found are dying.
+const KILL_WALK_EVERY: Duration = Duration::from_millis(50);
 /// How old a shared walk a re-scan of a running tree may use.
 const REFRESH_SHARE: Duration = Duration::from_millis(200);
 
@@ -393,15 +395,22 @@ impl ScannedTree {
         kill_late: bool,
     ) -> io::Result<bool> {
         let mut pause = POLL_MIN;
+        let mut walked = Instant::now();
         loop {
             if kill_late {
                 // While a member the last walk found is still dying, a new
-                // walk would find the same processes: wait for them. Then
-                // walk once: members forked since the last SIGKILL are killed
-                // on sight, and a walk that finds nobody (it started after
-                // the last member was seen gone) is the verdict.
-                if !self.a_member_still_runs() && self.kill_pass().await? {
-                    return Ok(true);
+                // walk would mostly find the same processes: wait for them,
+                // but walk at least every `KILL_WALK_EVERY`, so that a process
+                // forked before its parent's SIGKILL (unseen by that walk) is
+                // killed on sight even while a member is stuck dying. A walk
+                // that finds nobody (it started after the last member was seen
+                // gone) is the verdict.
+                let due = walked.elapsed() >= KILL_WALK_EVERY || !self.a_member_still_runs();
+                if due {
+                    walked = Instant::now();
+                    if self.kill_pass().await? {
+                        return Ok(true);
+                    }
                 }
             } else if self.is_empty_shared().await? {
                 return Ok(true);
