@@ -98,7 +98,19 @@ fn an_unknown_user_is_refused_with_the_fix() {
 /// root the check runs corral itself as nobody, through --user.
 #[test]
 fn without_root_user_is_refused() {
-    let inner = [corral_path().to_string_lossy().into_owned()];
+    // Run as nobody, corral must be executable by nobody: a copy in a
+    // directory anyone may enter (the checkout may sit in a private one).
+    let copy = corral_tests::scratch("user-corral");
+    let _ = std::fs::remove_dir_all(&copy);
+    std::fs::create_dir_all(&copy).expect("scratch dir");
+    let binary = copy.join("corral");
+    if is_root() {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::copy(corral_path(), &binary).expect("copy corral");
+        std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let inner = [binary.to_string_lossy().into_owned()];
     let output = if is_root() {
         let mut args = vec!["--user", NOBODY, "--"];
         args.push(&inner[0]);
@@ -107,6 +119,7 @@ fn without_root_user_is_refused() {
     } else {
         run(&["--user", "0", "--", "true"])
     };
+    let _ = std::fs::remove_dir_all(&copy);
     assert_eq!(output.status.code(), Some(125), "{}", text(&output.stderr));
     let stderr = text(&output.stderr);
     assert!(
