@@ -1,7 +1,15 @@
 //! What the benchmarks share: command-line knobs, statistics, a line about
-//! the machine, and the check that no cgroup leaf is left behind.
+//! the machine, the results files, and the check that no cgroup leaf is left
+//! behind.
 
-use std::{fs, path::PathBuf, time::Duration};
+use std::{
+    fs,
+    path::PathBuf,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+/// The environment variable naming the directory results files go to.
+pub const RESULTS_ENV: &str = "CORRAL_BENCH_RESULTS";
 
 /// Command-line and environment knobs common to the benches.
 ///
@@ -108,6 +116,61 @@ pub fn machine_line() -> String {
         kernel.trim(),
         load.join(" ")
     )
+}
+
+/// The directory the results files go to: `--results DIR` on the command
+/// line, else `$CORRAL_BENCH_RESULTS`, else `docs/bench/` of the workspace
+/// (the checked-in results BENCHMARKS.md is drawn from).
+pub fn results_dir() -> PathBuf {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = args
+        .windows(2)
+        .rev()
+        .find(|w| w[0] == "--results")
+        .map(|w| PathBuf::from(&w[1]));
+    flag.or_else(|| std::env::var_os(RESULTS_ENV).map(PathBuf::from))
+        .unwrap_or_else(|| {
+            let crate_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+            let workspace = crate_dir.ancestors().nth(2).unwrap_or(crate_dir);
+            workspace.join("docs/bench")
+        })
+}
+
+/// Writes `BENCH.json` in [`results_dir`]: the bench's name, whether the
+/// run was quick (CI-sized: its figures are not the recorded ones), when
+/// (Unix time), the load average and the machine, and `rows`, one object per
+/// measured row. Prints where it went; an error is printed and returned.
+pub fn write_results(bench: &str, rows: Vec<serde_json::Value>) -> std::io::Result<PathBuf> {
+    let dir = results_dir();
+    let path = dir.join(format!("{bench}.json"));
+    let knobs = Knobs::from_env();
+    let document = serde_json::json!({
+        "bench": bench,
+        "quick": knobs.quick || std::env::args().any(|a| a == "--quick"),
+        "unix_time": SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        "load_average": fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
+        "machine": machine_line(),
+        "rows": rows,
+    });
+    let text = serde_json::to_string_pretty(&document).map_err(std::io::Error::other);
+    let written = fs::create_dir_all(&dir)
+        .and_then(|()| text)
+        .and_then(|text| fs::write(&path, text + "\n"));
+    match written {
+        Ok(()) => {
+            println!("results: {}", path.display());
+            Ok(path)
+        }
+        Err(error) => {
+            println!("results: could not write {}: {error}", path.display());
+            Err(error)
+        }
+    }
+}
+
+/// A duration in milliseconds, for a results file.
+pub fn ms_f64(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
 
 /// The directory corral creates its cgroup leaves in (the cgroup v2 mount

@@ -25,6 +25,7 @@
 //! | `flood`                  | ready; writes `0123456789abcdef` repeated, 64 KiB per write, forever (SIGALRM after 600 s); EPIPE ends it quietly |
 //! | `fork-storm [N]`         | N (default 200) children that ignore SIGTERM, forked as fast as possible; ready with all; sleeps forever |
 //! | `tree-ignore N`          | ignores SIGTERM; N children that ignore it too, every third (i % 3 == 2) calls setsid(); ready with all; sleeps forever |
+//! | `tree-exit N`            | N children exist at once, then all exit by themselves; the leader reaps them and exits 0 (a tree of N + 1 that ends on its own); no readiness line |
 //! | `hop SECS OUT`           | ready; then "hops" for SECS: forks, and the parent exits at once, over and over; the last one alive writes `survived` to the file OUT and exits 0 |
 //!
 //! Bad arguments print a one-line usage error on stderr and exit with 2.
@@ -43,7 +44,7 @@ use sys::{Fork, ReportPipe};
 /// The one-line usage text for an unknown mode.
 const MODES: &str = "MODE [ARGS...] with MODE one of: exit, kill-self, sleep, echo-stdin, \
                      ignore-term, fork, setsid, daemon, leave-children, hold-stdout, slow-die, \
-                     flood, fork-storm, tree-ignore, hop";
+                     flood, fork-storm, tree-ignore, tree-exit, hop";
 
 /// A usage error: the expected command line for the mode.
 type Usage = &'static str;
@@ -82,6 +83,7 @@ fn run(args: &[OsString]) -> Result<(), Usage> {
         "flood" => flood(args("flood")),
         "fork-storm" => fork_storm(args("fork-storm [N]")),
         "tree-ignore" => tree_ignore(args("tree-ignore N")),
+        "tree-exit" => tree_exit(args("tree-exit N")),
         "hop" => hop(args("hop SECS OUT")),
         _ => Err(MODES),
     }
@@ -333,4 +335,11 @@ fn tree_ignore(mut args: Args) -> Result<(), Usage> {
     });
     sys::print_ready(&pids);
     sys::sleep_forever()
+}
+
+fn tree_exit(mut args: Args) -> Result<(), Usage> {
+    let n: usize = args.num()?;
+    args.end()?;
+    sys::fork_gated_and_reap(n);
+    Ok(())
 }
