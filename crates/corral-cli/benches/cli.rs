@@ -24,7 +24,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use corral_tests::bench::{Knobs, leaves_named, machine_line, ms, quantile, ratio};
+use corral_tests::bench::{
+    Knobs, leaves_named, machine_line, ms, quantile, ratio, timing_row, write_results,
+};
 use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
 
 const CORRAL: &str = env!("CARGO_BIN_EXE_corral");
@@ -277,6 +279,15 @@ fn main() -> ExitCode {
         for path in &left {
             println!("  {}", path.display());
         }
+    }
+    let mut rows: Vec<serde_json::Value> = contenders
+        .iter()
+        .zip(&samples)
+        .map(|(contender, s)| timing_row(contender.label(), s, &samples[1]))
+        .collect();
+    rows.push(serde_json::json!({ "paired_ratio_median": paired_median }));
+    if write_results("cli", rows).is_err() {
+        failures.push("results file".to_owned());
     }
     if failures.is_empty() && left.is_empty() {
         println!("failures: none");

@@ -88,6 +88,16 @@ fn main() {
             "MISSED"
         }
     );
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let rows = vec![serde_json::json!({
+        "samples": samples, "messages": messages,
+        "direct_median_us": us(d), "guard_median_us": us(g), "added_median_us": us(added),
+        "direct_p90_us": us(d90), "guard_p90_us": us(g90),
+        "direct_msgs_per_sec": direct_rate, "guard_msgs_per_sec": guard_rate,
+    })];
+    if corral_tests::bench::write_results("relay", rows).is_err() {
+        std::process::exit(1);
+    }
 }
 
 fn micros(duration: Duration) -> String {

@@ -537,6 +537,7 @@ async fn run(knobs: &Knobs, sizes: &[usize]) -> ExitCode {
     for verdict in &verdicts {
         println!("{verdict}");
     }
+    write_kill_results(&results, &mut failures);
     if failures.is_empty() {
         println!("failures: none");
         ExitCode::SUCCESS
@@ -546,5 +547,38 @@ async fn run(knobs: &Knobs, sizes: &[usize]) -> ExitCode {
             println!("  {failure}");
         }
         ExitCode::FAILURE
+    }
+}
+
+/// Writes `kill.json`: one row per size and contender (times in ms, the
+/// alive counts of the worst round).
+fn write_kill_results(
+    results: &BTreeMap<(usize, Contender), Vec<Sample>>,
+    failures: &mut Vec<String>,
+) {
+    let ms_of = |d: Duration| d.as_secs_f64() * 1e3;
+    let rows = results
+        .iter()
+        .map(|((n, contender), samples)| {
+            let walls: Vec<Duration> = samples.iter().map(|s| s.wall).collect();
+            let cleanups: Vec<Duration> = samples.iter().filter_map(|s| s.cleanup).collect();
+            let worst = |f: fn(&Sample) -> usize| samples.iter().map(f).max().unwrap_or(0);
+            serde_json::json!({
+                "n": n,
+                "contender": contender.label(),
+                "samples": samples.len(),
+                "cleanup_median_ms": (!cleanups.is_empty()).then(|| ms_of(median(&cleanups))),
+                "cleanup_p90_ms": (!cleanups.is_empty()).then(|| ms_of(p90(&cleanups))),
+                "wall_median_ms": ms_of(median(&walls)),
+                "wall_p90_ms": ms_of(p90(&walls)),
+                "tree": worst(|s| s.tree),
+                "alive_at_return": worst(|s| s.alive_at_return),
+                "alive_after_settle": worst(|s| s.alive_after_settle),
+                "reported_survivors": samples.iter().filter_map(|s| s.reported_survivors).max(),
+            })
+        })
+        .collect();
+    if corral_tests::bench::write_results("kill", rows).is_err() {
+        failures.push("results file".to_owned());
     }
 }

@@ -14,12 +14,10 @@
 //!
 //! Usage: `cargo bench -p corral-tests --bench scale -- [--trees N]
 //! [--idle SECS] [--backend cgroup|group]...`. Prints one line per backend
-//! and writes `target/bench-results/scale.json`.
+//! and writes `scale.json` in the results directory (`--results DIR`,
+//! `CORRAL_BENCH_RESULTS`, else `docs/bench/`).
 
-use std::{
-    path::PathBuf,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use corral::{Backend, BackendChoice, Command, Outcome};
 use corral_tests::Proc;
@@ -289,20 +287,10 @@ fn backends_requested_once(args: &[String]) -> bool {
         && std::env::var_os("CORRAL_SCALE_CHILD").is_none()
 }
 
-/// Writes `target/bench-results/scale.json`.
+/// Writes `scale.json` in the results directory (see
+/// `corral_tests::bench::results_dir`).
 fn write_results(rows: &[serde_json::Value]) {
-    let out = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(
-            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
-            PathBuf::from,
-        )
-        .join("bench-results");
-    let _ = std::fs::create_dir_all(&out);
-    let json = serde_json::to_string_pretty(&serde_json::json!({
-        "bench": "scale",
-        "load_average": std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
-        "rows": rows,
-    }))
-    .unwrap_or_default();
-    let _ = std::fs::write(out.join("scale.json"), json);
+    if corral_tests::bench::write_results("scale", rows.to_vec()).is_err() {
+        std::process::exit(1);
+    }
 }

@@ -29,7 +29,8 @@ use std::{
 
 use corral::{Backend, BackendChoice, Input, Outcome, Output};
 use corral_tests::bench::{
-    Knobs, leaf_parent, machine_line, median, ms, p90, ratio, report_cgroups_left,
+    Knobs, leaf_parent, machine_line, median, ms, p90, ratio, report_cgroups_left, timing_row,
+    write_results,
 };
 
 const PROGRAM: &str = "/bin/true";
@@ -328,6 +329,14 @@ async fn run(rounds: usize, warmup: usize) -> ExitCode {
     }
     println!();
     println!("ratios are against tokio::process status() in the same run (median/median, p90/p90)");
+    let rows = contenders
+        .iter()
+        .zip(&samples)
+        .map(|(contender, s)| timing_row(&contender.label(), s, &base))
+        .collect();
+    if write_results("spawn", rows).is_err() {
+        failures.push("results file".to_owned());
+    }
     if !missed.is_empty() {
         println!("targets missed: {}", missed.join(", "));
     }

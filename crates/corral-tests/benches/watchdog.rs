@@ -17,7 +17,9 @@ use std::{
 };
 
 use corral::{Backend, BackendChoice, Input, Output};
-use corral_tests::bench::{Knobs, machine_line, median, ms, p90, ratio};
+use corral_tests::bench::{
+    Knobs, machine_line, median, ms, ms_f64, p90, ratio, timing_row, write_results,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Guard {
@@ -176,8 +178,10 @@ fn main() -> ExitCode {
         Some(kib) => println!("- executed helper (`owner __corral-watchdog`): {kib} KiB"),
         None => println!("- executed helper: not measured"),
     }
+    let mut forked_rss = None;
     if corral.exists() {
-        match forked_watchdog_rss(&corral) {
+        forked_rss = forked_watchdog_rss(&corral);
+        match forked_rss {
             Some(kib) => println!("- forked by `corral run` at start-up: {kib} KiB"),
             None => println!("- forked by `corral run`: not measured"),
         }
@@ -186,6 +190,17 @@ fn main() -> ExitCode {
             "- forked by `corral run`: build the corral binary first (cargo build --release -p corral-cli)"
         );
     }
+    let mut rows: Vec<serde_json::Value> = guards
+        .iter()
+        .zip(&samples)
+        .map(|(guard, s)| timing_row(guard.name(), s, off))
+        .collect();
+    rows.push(serde_json::json!({
+        "added_median_ms": ms_f64(added),
+        "executed_helper_rss_kib": exec_rss,
+        "forked_helper_rss_kib": forked_rss,
+    }));
+    let failures = failures + usize::from(write_results("watchdog", rows).is_err());
     println!("failures: {failures}");
     if failures > 0 {
         ExitCode::FAILURE

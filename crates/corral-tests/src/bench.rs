@@ -168,6 +168,20 @@ pub fn write_results(bench: &str, rows: Vec<serde_json::Value>) -> std::io::Resu
     }
 }
 
+/// A results row for one contender timed against a baseline: `contender`,
+/// `samples`, `median_ms`, `p90_ms`, and the ratios of its median and p90 to
+/// the baseline's.
+pub fn timing_row(contender: &str, samples: &[Duration], base: &[Duration]) -> serde_json::Value {
+    serde_json::json!({
+        "contender": contender,
+        "samples": samples.len(),
+        "median_ms": ms_f64(median(samples)),
+        "p90_ms": ms_f64(p90(samples)),
+        "ratio_median": ratio(median(samples), median(base)),
+        "ratio_p90": ratio(p90(samples), p90(base)),
+    })
+}
+
 /// A duration in milliseconds, for a results file.
 pub fn ms_f64(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
