@@ -154,7 +154,7 @@ pub fn write_results(bench: &str, rows: Vec<serde_json::Value>) -> std::io::Resu
     });
     let text = serde_json::to_string_pretty(&document).map_err(std::io::Error::other);
     let written = fs::create_dir_all(&dir)
-        .and_then(|()| text)
+        .and(text)
         .and_then(|text| fs::write(&path, text + "\n"));
     match written {
         Ok(()) => {
