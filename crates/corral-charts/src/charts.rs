@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::{
     draw::{Bar, BarPanel, Curve, CurvePanel, bar_chart, curve_chart},
     results::{Results, Run, num},
+    summary::thousands,
 };
 
 /// A number with about three significant digits.
@@ -200,7 +201,7 @@ fn relay(run: &Run, path: &Path) -> anyhow::Result<()> {
             .target(Some(get("direct_median_us") + 100.0)),
         ],
     };
-    let rate = |label: &str, v: f64| Bar::new(label, v).note(format!("{:.0}/s", v));
+    let rate = |label: &str, v: f64| Bar::new(label, v).note(format!("{}/s", thousands(v)));
     let throughput = BarPanel {
         title: "small messages per second, pipelined; tick: 50,000/s (the target)".to_owned(),
         axis: "messages/s".to_owned(),

@@ -152,7 +152,7 @@ fn relay_lines(results: &Results) -> Vec<Line> {
         Line {
             target: trip.to_owned(),
             measured: format!(
-                "**+{} us** ({} vs {} us)",
+                "**+{} us** (direct {}, through the guard {} us)",
                 short(get("added_median_us")),
                 short(get("direct_median_us")),
                 short(get("guard_median_us"))
@@ -162,7 +162,7 @@ fn relay_lines(results: &Results) -> Vec<Line> {
         },
         Line {
             target: rate.to_owned(),
-            measured: format!("**{:.0}/s**", get("guard_msgs_per_sec")),
+            measured: format!("**{}/s**", thousands(get("guard_msgs_per_sec"))),
             verdict: verdict(get("guard_msgs_per_sec") >= 50_000.0),
             run: run.when(),
         },
@@ -187,8 +187,12 @@ fn scale_line(results: &Results, backend: &str) -> Line {
         && get("threads") <= 16.0
         && get("idle_cpu_percent") <= cpu
         && get("back_after_deadline_secs") <= back
-        && left == 0.0
-        && get("trees") >= 1000.0;
+        && left == 0.0;
+    let verdict = if get("trees") < 1000.0 {
+        "not at size".to_owned()
+    } else {
+        verdict(met)
+    };
     Line {
         target,
         measured: format!(
@@ -201,9 +205,25 @@ fn scale_line(results: &Results, backend: &str) -> Line {
             get("survivors_reported"),
             get("left_running"),
         ),
-        verdict: verdict(met),
+        verdict,
         run: run.when(),
     }
+}
+
+/// `1234567.8` as `1,234,568`.
+pub fn thousands(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".to_owned();
+    }
+    let digits = format!("{:.0}", v.abs());
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if v < 0.0 { format!("-{out}") } else { out }
 }
 
 fn growth_line(results: &Results) -> Line {
@@ -342,5 +362,18 @@ fn growth_figure(row: &Value) -> String {
         format!("{time}, **{left}/{tree} left**")
     } else {
         time
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thousands;
+
+    #[test]
+    fn thousands_are_separated() {
+        assert_eq!(thousands(927_588.4), "927,588");
+        assert_eq!(thousands(50_000.0), "50,000");
+        assert_eq!(thousands(999.0), "999");
+        assert_eq!(thousands(-1234.0), "-1,234");
     }
 }
