@@ -93,6 +93,18 @@ pub fn colour(label: &str) -> RGBColor {
         .map_or(RGBColor(31, 119, 180), |(_, c)| *c)
 }
 
+/// An axis label: `0.5`, `40`, `500k`, `2M`.
+fn tick(v: f64) -> String {
+    let (scaled, suffix) = match v.abs() {
+        a if a >= 1e6 => (v / 1e6, "M"),
+        a if a >= 1e4 => (v / 1e3, "k"),
+        _ => (v, ""),
+    };
+    let text = format!("{scaled:.2}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{text}{suffix}")
+}
+
 fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow!("drawing: {e:?}")
 }
@@ -146,6 +158,7 @@ fn draw_bars<DB: DrawingBackend>(
         .disable_y_mesh()
         .x_desc(&panel.axis)
         .x_labels(8)
+        .x_label_formatter(&|v| tick(*v))
         .y_labels(k)
         .y_label_formatter(&|v| match v {
             SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
@@ -289,4 +302,18 @@ fn draw_curves<DB: DrawingBackend>(
         .draw()
         .map_err(err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tick;
+
+    #[test]
+    fn ticks_are_short() {
+        assert_eq!(tick(0.0), "0");
+        assert_eq!(tick(0.5), "0.5");
+        assert_eq!(tick(40.0), "40");
+        assert_eq!(tick(500_000.0), "500k");
+        assert_eq!(tick(2_500_000.0), "2.5M");
+    }
 }
