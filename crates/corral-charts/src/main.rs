@@ -7,8 +7,8 @@
 //!
 //! Reads `DIR/*.json` (default `docs/bench`), writes one SVG per section
 //! into the output directory (default: the results directory), and
-//! `summary.md` (the Summary and Growth tables) beside them; with
-//! `--markdown`, also rewrites those tables in FILE between
+//! `summary.md` (the Summary and Growth tables) beside them, unless
+//! `--markdown` is given: then those tables are rewritten in FILE between
 //! `<!-- summary:begin -->` / `<!-- summary:end -->` and
 //! `<!-- growth:begin -->` / `<!-- growth:end -->`.
 
@@ -68,11 +68,13 @@ fn run() -> anyhow::Result<()> {
     }
     let summary = summary::summary(&results);
     let growth = summary::growth(&results);
-    let tables = args.out.join("summary.md");
-    std::fs::write(&tables, format!("{summary}\n{growth}"))
-        .with_context(|| format!("writing {}", tables.display()))?;
-    println!("tables: {}", tables.display());
     print!("\n{summary}");
+    if args.markdown.is_none() {
+        let tables = args.out.join("summary.md");
+        std::fs::write(&tables, format!("{summary}\n{growth}"))
+            .with_context(|| format!("writing {}", tables.display()))?;
+        println!("\ntables: {}", tables.display());
+    }
     if let Some(file) = &args.markdown {
         let text =
             std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
