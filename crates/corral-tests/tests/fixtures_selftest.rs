@@ -128,6 +128,15 @@ fn exit_reports_code_and_outputs() {
 }
 
 #[test]
+fn tree_exit_ends_by_itself() {
+    // The output is read to its end: every child, which holds stdout, has
+    // exited too when this returns.
+    let out = run(&["tree-exit", "20"], b"");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty() && out.stderr.is_empty());
+}
+
+#[test]
 fn bad_arguments_exit_2_with_one_line() {
     for args in [
         &[][..],
