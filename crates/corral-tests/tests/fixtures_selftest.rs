@@ -149,6 +149,7 @@ fn bad_arguments_exit_2_with_one_line() {
         &["kill-self", "0"],
         &["slow-die"],
         &["hop", "1"],
+        &["tree-exit"],
     ] {
         let out = run(args, b"");
         assert_eq!(out.status.code(), Some(2), "{args:?}");
