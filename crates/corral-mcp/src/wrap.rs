@@ -123,7 +123,11 @@ where
     };
     let shared = Shared::new(
         options.max_frame_bytes,
-        Box::new(|line| eprintln!("{line}")),
+        // A closed standard error drops the note; it never ends the relay.
+        Box::new(|line| {
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "{line}");
+        }),
     );
 
     let mut wait = Box::pin(child.wait());

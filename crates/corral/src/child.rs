@@ -9,10 +9,15 @@ use std::{
     },
 };
 
-use tokio::{net::unix::pipe, sync::oneshot};
+use tokio::{
+    net::unix::pipe,
+    sync::{mpsc, oneshot},
+};
 use tokio_util::sync::CancellationToken;
 
-use crate::{backend::Backend, capture::OutputTap, error::Error, outcome::Finished};
+use crate::{
+    backend::Backend, capture::OutputTap, error::Error, outcome::Finished, signal::Signal,
+};
 
 /// The writing end of the command's standard input ([`Input::Piped`](crate::command::Input::Piped)).
 pub type ChildStdin = pipe::Sender;
@@ -38,8 +43,42 @@ pub struct Child {
     pub(crate) stdout_tap: Option<OutputTap>,
     pub(crate) stderr_tap: Option<OutputTap>,
     pub(crate) stop: CancellationToken,
+    pub(crate) time_up: CancellationToken,
+    pub(crate) signals: mpsc::UnboundedSender<Signal>,
     pub(crate) dropped: Arc<AtomicBool>,
     pub(crate) result: Option<oneshot::Receiver<Finished>>,
+}
+
+/// A handle on a running tree that is not consumed by [`Child::wait`]: a
+/// program that waits for the call can still act on the tree meanwhile (as
+/// the `corral` command does with the signals it receives).
+#[derive(Debug, Clone)]
+pub struct Control {
+    stop: CancellationToken,
+    time_up: CancellationToken,
+    signals: mpsc::UnboundedSender<Signal>,
+}
+
+impl Control {
+    /// Sends `signal` to every running process of the tree, as the policy's
+    /// signals are sent (by identity, or to each process of the leaf
+    /// cgroup), and lets the tree run on: what the processes do with it is
+    /// theirs. The supervisor sends it; the report's notes say to how many.
+    /// False if the cleanup has already begun (the signal is not sent).
+    pub fn signal(&self, signal: Signal) -> bool {
+        self.signals.send(signal).is_ok()
+    }
+
+    /// Ends the tree now as if its time limit had passed: the policy runs
+    /// and the call ends in [`Outcome::TimedOut`](crate::Outcome::TimedOut).
+    pub fn time_up(&self) {
+        self.time_up.cancel();
+    }
+
+    /// As [`Child::terminate`].
+    pub fn terminate(&self) {
+        self.stop.cancel();
+    }
 }
 
 impl Child {
@@ -83,6 +122,16 @@ impl Child {
     /// The reader of standard error, once, with [`Output::Piped`](crate::Output::Piped).
     pub fn take_stderr(&mut self) -> Option<ChildOutput> {
         self.stderr.take()
+    }
+
+    /// A handle that can signal the tree, or end it, while
+    /// [`Child::wait`] holds the child.
+    pub fn control(&self) -> Control {
+        Control {
+            stop: self.stop.clone(),
+            time_up: self.time_up.clone(),
+            signals: self.signals.clone(),
+        }
     }
 
     /// Starts terminating the tree now; [`Child::wait`] then returns

@@ -74,6 +74,7 @@ pub struct Command {
     pub(crate) ledger: bool,
     pub(crate) uid: Option<u32>,
     pub(crate) gid: Option<u32>,
+    pub(crate) ignore_sigpipe: bool,
 }
 
 /// The default cap on captured bytes per stream (64 MiB); the rest is counted
@@ -102,6 +103,7 @@ impl Command {
             ledger: true,
             uid: None,
             gid: None,
+            ignore_sigpipe: false,
         }
     }
 
@@ -252,6 +254,18 @@ impl Command {
     /// `gid` is corral's own.
     pub fn group(mut self, gid: u32) -> Self {
         self.gid = Some(gid);
+        self
+    }
+
+    /// Starts the command with `SIGPIPE` ignored. By default it starts with
+    /// `SIGPIPE` at its default disposition, as std starts its children
+    /// (Rust programs ignore it themselves). A supervisor whose own parent
+    /// left it ignored passes that on
+    /// ([`host::sigpipe_ignored_at_start`](crate::host::sigpipe_ignored_at_start)):
+    /// its command then gets `EPIPE` from a write to a closed pipe instead
+    /// of dying of the signal. Every other ignored signal is inherited as is.
+    pub fn ignore_sigpipe(mut self, ignore: bool) -> Self {
+        self.ignore_sigpipe = ignore;
         self
     }
 

@@ -15,6 +15,35 @@ pub fn is_ignored(signal: Signal) -> io::Result<bool> {
     sys::is_ignored(signal)
 }
 
+/// Sets `SIGCHLD` back to its default disposition (without `SA_NOCLDWAIT`).
+/// A parent may leave it ignored (`trap '' CHLD` in a shell), which makes
+/// the kernel reap children by itself; [`Command::spawn`](crate::Command::spawn)
+/// then refuses to go on ([`Error::ChildrenAutoreaped`](crate::Error::ChildrenAutoreaped)).
+/// A process dedicated to supervision calls this at start-up, as GNU
+/// `timeout` does; a library never changes it behind its program's back.
+///
+/// # Errors
+/// If the kernel refuses the change (it does not for `SIGCHLD`).
+pub fn default_sigchld() -> io::Result<()> {
+    sys::default_sigchld()
+}
+
+/// Whether `SIGPIPE` was ignored when this program started (`trap '' PIPE`
+/// in the parent shell), as a constructor of this library recorded it before
+/// `main`: Rust's runtime sets it to ignored before `main` runs, so a
+/// disposition read later says nothing about the parent's. `None` if the
+/// record is missing (a platform without `.init_array`). A supervisor passes
+/// an ignored `SIGPIPE` on with [`Command::ignore_sigpipe`](crate::Command::ignore_sigpipe).
+pub fn sigpipe_ignored_at_start() -> Option<bool> {
+    sys::sigpipe_ignored_at_start()
+}
+
+/// Every signal this machine has, by number (1 to `SIGRTMAX`), the
+/// real-time ones included.
+pub fn all_signals() -> impl Iterator<Item = Signal> {
+    (1..=sys::sigrtmax()).filter_map(Signal::from_number)
+}
+
 /// Whether the parent was still alive once the parent-death signal was armed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ParentWatch {

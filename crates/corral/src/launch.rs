@@ -164,6 +164,7 @@ fn launch_into_cgroup(
         ],
         cgroup,
         creds,
+        ignore_sigpipe: command.ignore_sigpipe,
     };
     match sys::spawn_into_cgroup(&exec) {
         Ok((pid, pidfd)) => Ok(Launched {
@@ -186,6 +187,7 @@ fn launch_with_std(
     let mut std_command = std_command(command);
     let mut setup = prepared.child_setup();
     setup.creds = creds;
+    setup.ignore_sigpipe = command.ignore_sigpipe;
     let mut child = sys::spawn(&mut std_command, setup)?;
     let pid = child.id() as i32;
     // Our unreaped child: its pid cannot have been reused, so this pidfd is it.

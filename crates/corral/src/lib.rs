@@ -78,7 +78,7 @@ pub use owner::{ledger, watchdog};
 pub use backend::{Backend, BackendChoice};
 pub use capabilities::{BackendStatus, Capabilities, capabilities};
 pub use capture::{Captured, OutputTap};
-pub use child::{Child, ChildOutput, ChildStdin};
+pub use child::{Child, ChildOutput, ChildStdin, Control};
 pub use command::{Command, DEFAULT_CAPTURE_LIMIT, Input, Leftovers, Output};
 pub use contain::claim_subreaper;
 pub use error::{Error, SpawnFailure};

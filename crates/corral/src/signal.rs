@@ -40,6 +40,17 @@ const TABLE: &[(&str, i32)] = &[
     ("SYS", 31),
 ];
 
+/// The real-time signals as GNU's `kill -l` names them, from `SIGRTMIN` (34
+/// with glibc, which keeps 32 and 33 for itself) to `SIGRTMAX` (64).
+const REALTIME: [&str; 31] = [
+    "RTMIN", "RTMIN+1", "RTMIN+2", "RTMIN+3", "RTMIN+4", "RTMIN+5", "RTMIN+6", "RTMIN+7",
+    "RTMIN+8", "RTMIN+9", "RTMIN+10", "RTMIN+11", "RTMIN+12", "RTMIN+13", "RTMIN+14", "RTMIN+15",
+    "RTMAX-14", "RTMAX-13", "RTMAX-12", "RTMAX-11", "RTMAX-10", "RTMAX-9", "RTMAX-8", "RTMAX-7",
+    "RTMAX-6", "RTMAX-5", "RTMAX-4", "RTMAX-3", "RTMAX-2", "RTMAX-1", "RTMAX",
+];
+/// The number of [`REALTIME`]'s first entry.
+const RTMIN: i32 = 34;
+
 /// Aliases accepted on input, never printed.
 const ALIASES: &[(&str, i32)] = &[("IOT", 6), ("CLD", 17), ("POLL", 29), ("ALARM", 14)];
 
@@ -65,9 +76,7 @@ impl Signal {
 
     /// The signal with this number, if it has a name.
     pub fn from_number(number: i32) -> Option<Self> {
-        TABLE
-            .iter()
-            .any(|&(_, n)| n == number)
+        (TABLE.iter().any(|&(_, n)| n == number) || realtime(number).is_some())
             .then_some(Self(number))
     }
 
@@ -81,8 +90,16 @@ impl Signal {
         TABLE
             .iter()
             .find(|&&(_, n)| n == self.0)
-            .map_or("?", |&(name, _)| name)
+            .map(|&(name, _)| name)
+            .or_else(|| realtime(self.0))
+            .unwrap_or("?")
     }
+}
+
+/// The name of real-time signal `number`, if it is one.
+fn realtime(number: i32) -> Option<&'static str> {
+    let index = usize::try_from(number.checked_sub(RTMIN)?).ok()?;
+    REALTIME.get(index).copied()
 }
 
 impl fmt::Debug for Signal {

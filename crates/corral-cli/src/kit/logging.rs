@@ -1,7 +1,9 @@
 //! Logs of every subcommand go to standard error (standard output belongs to
-//! the command, and to MCP frames).
+//! the command, and to MCP frames). A standard error that cannot be written
+//! (closed, a reader that went away) drops the lines: logging never ends
+//! corral, and so never its tree.
 
-use std::io::IsTerminal;
+use std::io::{self, IsTerminal, Write};
 
 /// The filter of `-v`: the library's and the MCP relay's debug events.
 const VERBOSE: &str = "corral=debug,corral_mcp=debug";
@@ -17,7 +19,46 @@ pub fn init(verbose: bool) {
     let filter = tracing_subscriber::EnvFilter::builder().parse_lossy(filter);
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(|| Lossy(io::stderr()))
+        .with_ansi(io::stderr().is_terminal())
+        // Its report of a failed write goes to standard error with
+        // `eprintln!`, which panics when that fails too.
+        .log_internal_errors(false)
         .try_init();
+}
+
+/// A writer whose failures are dropped writes.
+struct Lossy<W>(W);
+
+impl<W: Write> Write for Lossy<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let _ = self.0.write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let _ = self.0.flush();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_write_is_dropped() {
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Err(io::ErrorKind::BrokenPipe.into())
+            }
+        }
+        let mut lossy = Lossy(Closed);
+        assert!(writeln!(lossy, "a line").is_ok());
+        assert!(lossy.flush().is_ok());
+    }
 }

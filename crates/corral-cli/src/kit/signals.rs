@@ -1,7 +1,8 @@
 //! Signals sent to a supervising corral process, and the death of its
 //! parent, for every subcommand.
 //!
-//! The handled signals end the whole tree. A signal that was ignored when
+//! What a signal means is the subcommand's ([`Meaning`] for `corral run`);
+//! no catchable signal ends corral while its tree runs on. A signal that was ignored when
 //! corral started (`nohup` ignores `SIGHUP`; a non-interactive shell ignores
 //! `SIGINT` and `SIGQUIT` for background jobs) gets no handler, so it stays
 //! ignored and the command inherits that: an installed handler would be
@@ -16,6 +17,55 @@ use corral::{
 
 /// The signals that end `corral run`'s tree.
 pub const RUN: [Signal; 4] = [Signal::INT, Signal::TERM, Signal::HUP, Signal::QUIT];
+
+/// Signals whose default action would end corral but that it leaves at
+/// that default: a fault in corral itself (`SIGILL`, `SIGTRAP`, `SIGBUS`,
+/// `SIGFPE`, `SIGSEGV`, `SIGSYS`: a handler that returns would run the
+/// faulting instruction again), and `SIGPIPE`, which Rust programs ignore so
+/// that corral's own writes to a closed pipe fail instead (handled, such a
+/// write would pass `SIGPIPE` on to the command).
+const LEFT_ALONE: [i32; 7] = [4, 5, 7, 8, 11, 31, 13];
+
+/// Signals whose default action does not end a process (`SIGCHLD`,
+/// `SIGCONT`, `SIGURG`, `SIGWINCH`, the stop signals) or that cannot be
+/// caught (`SIGKILL`, `SIGSTOP`).
+const NOT_ENDING: [i32; 9] = [9, 17, 18, 19, 20, 21, 22, 23, 28];
+
+/// What a signal sent to `corral run` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Meaning {
+    /// `SIGINT`, `SIGTERM`, `SIGHUP`, `SIGQUIT` ([`RUN`]): the tree is ended
+    /// with the policy, and corral exits 128+N.
+    End,
+    /// `SIGALRM`: the time limit has passed (timeout(1)'s own alarm).
+    TimeUp,
+    /// Any other signal that would end corral (`SIGUSR1`, `SIGUSR2`, the
+    /// real-time signals, ...): passed on to every process of the tree,
+    /// which runs on; what they do with it decides how the command ends.
+    PassOn,
+}
+
+/// What `signal` does when sent to `corral run`.
+pub fn meaning(signal: Signal) -> Meaning {
+    if RUN.contains(&signal) {
+        Meaning::End
+    } else if signal == Signal::ALRM {
+        Meaning::TimeUp
+    } else {
+        Meaning::PassOn
+    }
+}
+
+/// The signals `corral run` handles: every signal whose default action ends
+/// a process, but [`LEFT_ALONE`]. `SIGRTMAX` is left out too: tokio's signal
+/// driver has no slot for the highest number.
+pub fn run_handled() -> Vec<Signal> {
+    let max = host::all_signals().map(Signal::number).max().unwrap_or(0);
+    host::all_signals()
+        .filter(|s| !LEFT_ALONE.contains(&s.number()) && !NOT_ENDING.contains(&s.number()))
+        .filter(|s| s.number() < max)
+        .collect()
+}
 
 /// The signals that shut `corral mcp wrap`'s server down, as the client
 /// closing the connection does.

@@ -14,10 +14,14 @@ use crate::kit::{
 /// First thing in `main`. Started as our own watchdog (`corral
 /// __corral-watchdog`): runs it and never returns. Otherwise records that
 /// this executable is the watchdog that ends the tree if corral itself is
-/// killed, and returns the parent's pid, against which a parent that dies
+/// killed, sets `SIGCHLD` back to its default, and returns the parent's pid, against which a parent that dies
 /// later is noticed.
 pub fn begin() -> i32 {
     corral::watchdog::hook();
+    // A parent may have left SIGCHLD ignored; the library refuses to spawn
+    // then, and a dedicated process can restore it, as GNU timeout does. If
+    // that fails, the spawn says so.
+    let _ = corral::host::default_sigchld();
     corral::host::parent_pid()
 }
 

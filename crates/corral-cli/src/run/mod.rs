@@ -13,7 +13,7 @@ use crate::{
     kit::{
         exit::Status,
         report::tell_leftovers,
-        signals::{self, Watch},
+        signals::{self, Meaning, Watch},
         sink::{self, Sink},
         startup,
     },
@@ -32,7 +32,7 @@ pub fn main(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
 }
 
 async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<Status> {
-    let watch = signals::install(&signals::RUN, parent)?;
+    let watch = signals::install(&signals::run_handled(), parent)?;
     let started = Instant::now();
     let Watch::Armed(mut signals) = watch else {
         say!("the parent process is already gone (counts as SIGTERM); the command was not started");
@@ -71,16 +71,34 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
         }
     };
 
+    let control = child.control();
     let mut wait = pin!(child.wait());
-    let (result, received) = tokio::select! {
-        biased;
-        result = &mut wait => (result, None),
-        signal = signals.recv() => {
-            if args.verbose {
-                say!("received {signal}; ending the tree");
-            }
-            cancel.cancel();
-            (wait.await, Some(signal))
+    let (result, received) = loop {
+        tokio::select! {
+            biased;
+            result = &mut wait => break (result, None),
+            signal = signals.recv() => match signals::meaning(signal) {
+                Meaning::End => {
+                    if args.verbose {
+                        say!("received {signal}; ending the tree");
+                    }
+                    cancel.cancel();
+                    break ((&mut wait).await, Some(signal));
+                }
+                Meaning::TimeUp => {
+                    if args.verbose {
+                        say!("received {signal}: the time is up");
+                    }
+                    control.time_up();
+                    break ((&mut wait).await, None);
+                }
+                Meaning::PassOn => {
+                    if args.verbose {
+                        say!("received {signal}; passing it on to the tree");
+                    }
+                    control.signal(signal);
+                }
+            },
         }
     };
     let finished = result.context("supervising the command")?;
@@ -115,6 +133,8 @@ fn command(args: &RunArgs, cancel: CancellationToken) -> anyhow::Result<corral::
         .grace(args.kill_after)
         .final_bound(args.final_bound)
         .backend(args.backend.choice())
+        // As the parent left it for corral (Rust ignores it before `main`).
+        .ignore_sigpipe(corral::host::sigpipe_ignored_at_start() == Some(true))
         .cancel_on(cancel);
     let command = match &args.user {
         Some(spec) => {

@@ -17,7 +17,11 @@ use std::{
     time::Duration,
 };
 
-use tokio::{net::unix::pipe, sync::oneshot, time::Instant};
+use tokio::{
+    net::unix::pipe,
+    sync::{mpsc, oneshot},
+    time::Instant,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -38,6 +42,7 @@ use crate::{
     outcome::SignalSent,
     outcome::Trigger,
     owner::{self, Registration},
+    signal::Signal,
     sys,
     terminate::deadline_after,
 };
@@ -132,6 +137,8 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
     let stderr_tap = stderr_reader.as_ref().map(Reader::tap);
 
     let stop = CancellationToken::new();
+    let time_up = CancellationToken::new();
+    let (signals, forward) = mpsc::unbounded_channel();
     let dropped = Arc::new(AtomicBool::new(false));
     let (sender, receiver) = oneshot::channel();
     let supervision = Supervision {
@@ -143,6 +150,8 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
         command,
         started,
         stop: stop.clone(),
+        time_up: time_up.clone(),
+        forward,
         dropped: Arc::clone(&dropped),
         stdout: stdout_reader,
         stderr: stderr_reader,
@@ -162,6 +171,8 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
         stdout_tap,
         stderr_tap,
         stop,
+        time_up,
+        signals,
         dropped,
         result: Some(receiver),
     })
@@ -268,6 +279,10 @@ struct Supervision {
     command: Command,
     started: Instant,
     stop: CancellationToken,
+    /// [`Control::time_up`](crate::child::Control::time_up).
+    time_up: CancellationToken,
+    /// Signals to pass on to the tree while it runs ([`Control::signal`](crate::child::Control::signal)).
+    forward: mpsc::UnboundedReceiver<Signal>,
     dropped: Arc<AtomicBool>,
     stdout: Option<Reader>,
     stderr: Option<Reader>,
@@ -278,6 +293,8 @@ struct Supervision {
 impl Supervision {
     async fn run(mut self) -> Finished {
         let trigger = self.wait_for_trigger().await;
+        // What is sent from now on is not passed on: the policy decides.
+        self.forward.close();
         let triggered = Instant::now();
         tracing::debug!(pid = self.leader.pid, ?trigger, "cleanup starts");
         let mut report = CleanupReport {
@@ -380,6 +397,11 @@ impl Supervision {
                 }
                 () = &mut user_cancel => return Trigger::Cancelled,
                 () = &mut timeout => return Trigger::TimedOut,
+                () = self.time_up.cancelled() => return Trigger::TimedOut,
+                Some(signal) = self.forward.recv() => {
+                    let notes = &mut self.registration.notes;
+                    pass_on(&mut self.tree, signal, self.started, notes).await;
+                }
                 () = &mut exited => return Trigger::LeaderExited,
                 () = &mut refresh, if scanned => {
                     if let Some(members) = self.tree.refresh() {
@@ -458,6 +480,26 @@ impl Drop for Supervision {
             std::thread::sleep(Duration::from_millis(2));
         }
         self.tree.close();
+    }
+}
+
+/// Sends `signal` to the running tree, and notes it for the report.
+async fn pass_on(tree: &mut Tree, signal: Signal, started: Instant, notes: &mut Vec<String>) {
+    let at = started.elapsed().as_secs_f64();
+    match tree.signal_shared(signal).await {
+        Ok(delivered) => {
+            tracing::debug!(%signal, ?delivered, "signal passed on");
+            let whom = match delivered {
+                Some(1) => "1 process".to_owned(),
+                Some(n) => format!("{n} processes"),
+                None => "the whole cgroup".to_owned(),
+            };
+            notes.push(format!("passed {signal} on to {whom} at {at:.3}s"));
+        }
+        Err(error) => {
+            tracing::warn!(%signal, %error, "passing a signal on failed");
+            notes.push(format!("passing {signal} on failed at {at:.3}s: {error}"));
+        }
     }
 }
 

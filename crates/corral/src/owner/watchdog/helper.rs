@@ -145,7 +145,7 @@ fn watch(input: impl std::io::Read) -> ! {
             Err(format!("a line over {MAX_LINE} bytes"))
         };
         if let Err(error) = applied {
-            eprintln!("corral watchdog: ignoring a bad message: {error}");
+            say(format_args!("ignoring a bad message: {error}"));
         }
     }
     // The owner is gone (or shut us down with nothing left to watch).
@@ -163,13 +163,20 @@ fn watch(input: impl std::io::Read) -> ! {
         if done {
             let _ = ledger::remove_in(&tree.ledger, &record.id);
         } else {
-            eprintln!(
-                "corral watchdog: tree {} has survivors after SIGKILL: {action:?}",
+            say(format_args!(
+                "tree {} has survivors after SIGKILL: {action:?}",
                 record.id
-            );
+            ));
         }
     }
     std::process::exit(0);
+}
+
+/// One line on standard error; a closed one (the terminal gone, a reader
+/// that stopped) is not fatal: the line is dropped.
+fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "corral watchdog: {line}");
 }
 
 #[cfg(test)]

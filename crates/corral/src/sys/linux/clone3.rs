@@ -57,6 +57,8 @@ pub(crate) struct Exec<'a> {
     pub(crate) cgroup: BorrowedFd<'a>,
     /// Namespace, user and groups to take on before `exec`.
     pub(crate) creds: super::Credentials,
+    /// Start the program with `SIGPIPE` ignored (else at its default).
+    pub(crate) ignore_sigpipe: bool,
 }
 
 /// Why [`spawn_into_cgroup`] failed.
@@ -107,6 +109,11 @@ pub(crate) fn spawn_into_cgroup(exec: &Exec<'_>) -> Result<(i32, OwnedFd), Clone
         stdio,
         report: report_write.as_raw_fd(),
         creds: exec.creds,
+        sigpipe: if exec.ignore_sigpipe {
+            libc::SIG_IGN
+        } else {
+            libc::SIG_DFL
+        },
     };
     // SAFETY: `args` is a valid, fully initialised `clone_args` of the size
     // passed. Without CLONE_VM the child gets a copy of our memory, like
@@ -161,6 +168,8 @@ struct Child {
     stdio: [c_int; 3],
     report: c_int,
     creds: super::Credentials,
+    /// `SIGPIPE`'s disposition for the program.
+    sigpipe: libc::sighandler_t,
 }
 
 impl Child {
@@ -209,11 +218,12 @@ impl Child {
                 self.fail();
             }
             // As std does: an empty signal mask, and SIGPIPE at its default
-            // (Rust programs ignore it). Other ignored signals stay ignored.
+            // (Rust programs ignore it) unless the caller passes an ignored
+            // one on. Other ignored signals stay ignored.
             let mut empty: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut empty);
             libc::sigprocmask(libc::SIG_SETMASK, &empty, ptr::null_mut());
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            libc::signal(libc::SIGPIPE, self.sigpipe);
             libc::execve(self.program, self.argv, self.envp);
             self.fail()
         }

@@ -31,6 +31,24 @@ fn rustix_signal(signal: Signal) -> io::Result<rustix::process::Signal> {
         .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
+/// A real-time signal's number (`SIGRTMIN` to `SIGRTMAX`), which rustix
+/// does not send: those go through libc.
+fn realtime(signal: Signal) -> Option<i32> {
+    let number = signal.number();
+    (libc::SIGRTMIN()..=libc::SIGRTMAX())
+        .contains(&number)
+        .then_some(number)
+}
+
+/// The result of a libc call that returns -1 and sets errno on failure.
+fn libc_result(rc: libc::c_long) -> io::Result<()> {
+    if rc == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
 /// This process's id.
 ///
 /// # References
@@ -55,6 +73,21 @@ pub(crate) fn pidfd_open(raw: i32) -> io::Result<OwnedFd> {
 /// # References
 /// - <https://man7.org/linux/man-pages/man2/pidfd_send_signal.2.html>
 pub(crate) fn pidfd_signal(pidfd: impl AsFd, signal: Signal) -> io::Result<()> {
+    if let Some(number) = realtime(signal) {
+        let fd = pidfd.as_fd().as_raw_fd();
+        // SAFETY: a plain system call on a descriptor we borrow; the null
+        // `info` asks the kernel to fill it in as `kill` does.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd,
+                number,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+        return libc_result(rc);
+    }
     Ok(rustix::process::pidfd_send_signal(
         pidfd,
         rustix_signal(signal)?,
@@ -66,6 +99,11 @@ pub(crate) fn pidfd_signal(pidfd: impl AsFd, signal: Signal) -> io::Result<()> {
 /// # References
 /// - <https://man7.org/linux/man-pages/man2/kill.2.html>
 pub(crate) fn kill(raw: i32, signal: Signal) -> io::Result<()> {
+    if let Some(number) = realtime(signal) {
+        let target = pid(raw)?.as_raw_nonzero().get();
+        // SAFETY: `kill` touches no memory of ours.
+        return libc_result(unsafe { libc::kill(target, number) }.into());
+    }
     Ok(rustix::process::kill_process(
         pid(raw)?,
         rustix_signal(signal)?,
@@ -78,6 +116,11 @@ pub(crate) fn kill(raw: i32, signal: Signal) -> io::Result<()> {
 /// # References
 /// - <https://man7.org/linux/man-pages/man2/killpg.2.html>
 pub(crate) fn kill_group(pgid: i32, signal: Signal) -> io::Result<()> {
+    if let Some(number) = realtime(signal) {
+        let group = pid(pgid)?.as_raw_nonzero().get();
+        // SAFETY: `killpg` touches no memory of ours.
+        return libc_result(unsafe { libc::killpg(group, number) }.into());
+    }
     Ok(rustix::process::kill_process_group(
         pid(pgid)?,
         rustix_signal(signal)?,
@@ -170,6 +213,9 @@ pub(crate) struct ChildSetup<'a> {
     pub(crate) new_group: bool,
     /// Namespace, user and groups to take on (after joining the cgroup).
     pub(crate) creds: Credentials,
+    /// Start the program with `SIGPIPE` ignored (std resets it to the
+    /// default first).
+    pub(crate) ignore_sigpipe: bool,
 }
 
 /// Spawns `command` with `setup` applied in the child before `exec`.
@@ -191,7 +237,8 @@ pub(crate) fn spawn(
     }
     let procs_fd = setup.cgroup_procs.map(|fd| fd.as_raw_fd());
     let creds = setup.creds;
-    if procs_fd.is_some() || !creds.is_empty() {
+    let ignore_sigpipe = setup.ignore_sigpipe;
+    if procs_fd.is_some() || !creds.is_empty() || ignore_sigpipe {
         let hook = move || -> io::Result<()> {
             if let Some(fd) = procs_fd {
                 // "0" moves the writing process itself into the cgroup.
@@ -205,10 +252,18 @@ pub(crate) fn spawn(
             // After the move: a new cgroup namespace is rooted at the leaf.
             // SAFETY: in the forked child before exec; raw syscalls only.
             unsafe { creds.apply() }.map_err(io::Error::from_raw_os_error)?;
+            // std has set SIGPIPE to its default by now (hooks run after).
+            // SAFETY: SIG_IGN installs no handler code; `signal` is
+            // async-signal-safe.
+            if ignore_sigpipe
+                && unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) } == libc::SIG_ERR
+            {
+                return Err(io::Error::last_os_error());
+            }
             Ok(())
         };
-        // SAFETY: the hook only calls async-signal-safe functions (write and
-        // raw credential syscalls) and does not allocate: an `io::Error` from
+        // SAFETY: the hook only calls async-signal-safe functions (write,
+        // raw credential syscalls and signal) and does not allocate: an `io::Error` from
         // an OS code is stored inline.
         unsafe { command.pre_exec(hook) };
     }
@@ -468,4 +523,103 @@ pub(crate) fn set_cloexec(raw: i32) -> io::Result<()> {
     let flags = rustix::io::fcntl_getfd(fd)?;
     rustix::io::fcntl_setfd(fd, flags | rustix::io::FdFlags::CLOEXEC)?;
     Ok(())
+}
+
+/// Sets `SIGCHLD`'s disposition back to the default: `SIG_DFL`, and no
+/// flags, so without `SA_NOCLDWAIT` either.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/sigaction.2.html>
+pub(crate) fn default_sigchld() -> io::Result<()> {
+    // SAFETY: an all-zero sigaction is a valid value: empty mask, no flags.
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = libc::SIG_DFL;
+    // SAFETY: `action` is a valid sigaction installing no handler code; the
+    // old action is not asked for.
+    if unsafe { libc::sigaction(libc::SIGCHLD, &action, std::ptr::null_mut()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `SIGPIPE`'s disposition as this program found it, before Rust's runtime
+/// set it to ignored: 0 not recorded, 1 not ignored, 2 ignored.
+static SIGPIPE_AT_START: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Runs before `main` (and so before Rust's runtime ignores `SIGPIPE`), as
+/// the C runtime calls every function in `.init_array`.
+extern "C" fn record_sigpipe() {
+    let ignored = is_ignored(Signal::PIPE).unwrap_or(false);
+    SIGPIPE_AT_START.store(
+        if ignored { 2 } else { 1 },
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+// SAFETY: the function only reads a disposition (`sigaction` with a null
+// `act`) and stores an atomic: nothing that needs the Rust runtime.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static RECORD_SIGPIPE: extern "C" fn() = record_sigpipe;
+
+/// Whether `SIGPIPE` was ignored when this program started (as a parent with
+/// `trap '' PIPE` leaves it), as recorded before `main`; `None` if the
+/// record did not run (a program that does not link the constructor).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/sigaction.2.html>
+/// - <https://doc.rust-lang.org/std/process/index.html> (std ignores `SIGPIPE` before `main`)
+pub(crate) fn sigpipe_ignored_at_start() -> Option<bool> {
+    match SIGPIPE_AT_START.load(std::sync::atomic::Ordering::Relaxed) {
+        1 => Some(false),
+        2 => Some(true),
+        _ => None,
+    }
+}
+
+/// The highest signal number (`SIGRTMAX`).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man7/signal.7.html>
+pub(crate) fn sigrtmax() -> i32 {
+    libc::SIGRTMAX()
+}
+
+/// The pid of the process behind `pidfd` as `/proc` numbers it: the `Pid:`
+/// line of the descriptor's `fdinfo`, which the kernel gives in the PID
+/// namespace of the `/proc` mount. `None` once the process is gone.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/pidfd_open.2.html> (the `fdinfo` fields)
+pub(crate) fn proc_pid_of(pidfd: BorrowedFd<'_>) -> io::Result<Option<i32>> {
+    let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd()))?;
+    let pid = text
+        .lines()
+        .find_map(|line| line.strip_prefix("Pid:"))
+        .and_then(|value| value.trim().parse::<i32>().ok())
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "no Pid line in a pidfd's fdinfo",
+            )
+        })?;
+    Ok((pid > 0).then_some(pid))
+}
+
+/// Whether `/proc` numbers processes as this process's PID namespace does.
+/// Not so after `unshare --pid --fork` without `--mount-proc`: `/proc` is
+/// still the parent namespace's, while `cgroup.procs`, `getpid` and
+/// `pidfd_open` speak the new one. Read once.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man7/pid_namespaces.7.html>
+/// - <https://man7.org/linux/man-pages/man5/proc.5.html> (`/proc/self`)
+pub(crate) fn proc_is_own_namespace() -> bool {
+    static OWN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OWN.get_or_init(|| {
+        std::fs::read_link("/proc/self")
+            .ok()
+            .and_then(|link| link.to_str()?.parse::<i32>().ok())
+            .is_none_or(|pid| pid == getpid())
+    })
 }
