@@ -59,22 +59,27 @@ fn status(backend: Backend) -> BackendStatus {
             Ok(parent) => (true, format!("leaf cgroups under {}", parent.display())),
             Err(reason) => (false, reason),
         },
-        Backend::Subreaper => match contain::probe_subreaper() {
-            Ok(()) if contain::subreaper_claimed() => {
-                (true, "this process is dedicated to supervision".to_owned())
-            }
-            Ok(()) => (
-                false,
-                "usable only by a process dedicated to supervision: call \
+        Backend::Subreaper => {
+            match contain::scannable().and_then(|()| contain::probe_subreaper()) {
+                Ok(()) if contain::subreaper_claimed() => {
+                    (true, "this process is dedicated to supervision".to_owned())
+                }
+                Ok(()) => (
+                    false,
+                    "usable only by a process dedicated to supervision: call \
                  corral::claim_subreaper() (the corral command does), or force it"
-                    .to_owned(),
+                        .to_owned(),
+                ),
+                Err(reason) => (false, reason),
+            }
+        }
+        Backend::Group => match contain::scannable() {
+            Ok(()) => (
+                true,
+                "portable minimum; setsid and double-fork escapes are not contained".to_owned(),
             ),
             Err(reason) => (false, reason),
         },
-        Backend::Group => (
-            true,
-            "portable minimum; setsid and double-fork escapes are not contained".to_owned(),
-        ),
     };
     BackendStatus {
         backend,

@@ -195,12 +195,34 @@ pub(crate) fn signal_if(
     signal: Signal,
     belongs: impl FnOnce() -> io::Result<bool>,
 ) -> io::Result<Delivery> {
-    let pidfd = match sys::pidfd_open(pid) {
+    // `pid` is a `/proc` number. Where `/proc` belongs to another PID
+    // namespace than ours, `pidfd_open` takes our namespace's number for the
+    // same process, and the pidfd must show `pid` again in `/proc`'s.
+    let own = sys::proc_is_own_namespace();
+    let open_as = if own {
+        pid
+    } else {
+        match sys::pid_in_own_namespace(pid)? {
+            Some(ours) => ours,
+            None => return Ok(Delivery::Gone),
+        }
+    };
+    let pidfd = match sys::pidfd_open(open_as) {
         Ok(fd) => Some(fd),
         Err(e) if sys::is_gone(&e) => return Ok(Delivery::Gone),
-        Err(e) if sys::is_unsupported(&e) => None,
+        Err(e) if sys::is_unsupported(&e) && own => None,
         Err(e) => return Err(e),
     };
+    if !own
+        && pidfd.as_ref().is_none_or(|fd| {
+            sys::proc_pid_of(std::os::fd::AsFd::as_fd(fd))
+                .ok()
+                .flatten()
+                != Some(pid)
+        })
+    {
+        return Ok(Delivery::Gone);
+    }
     if !belongs()? {
         return Ok(Delivery::Gone);
     }

@@ -386,8 +386,29 @@ impl CgroupTree {
         &self.path
     }
 
-    /// The processes in the leaf and in any cgroup a member made below it.
+    /// The processes in the leaf and in any cgroup a member made below it,
+    /// as `/proc` numbers them. `cgroup.procs` lists them as this process's
+    /// PID namespace does; where `/proc` belongs to another one (`unshare
+    /// --pid` without a new `/proc`), each is opened by its listed number
+    /// and renumbered from its pidfd (one gone meanwhile is left out).
     fn pids(&self) -> io::Result<Vec<i32>> {
+        let listed = self.listed()?;
+        if sys::proc_is_own_namespace() {
+            return Ok(listed);
+        }
+        Ok(listed
+            .into_iter()
+            .filter_map(|pid| {
+                let pidfd = sys::pidfd_open(pid).ok()?;
+                sys::proc_pid_of(pidfd.as_fd()).ok().flatten()
+            })
+            .collect())
+    }
+
+    /// The processes in the leaf and below it as `cgroup.procs` lists them
+    /// (numbered in this process's PID namespace: what `cgroup.procs`
+    /// takes back).
+    fn listed(&self) -> io::Result<Vec<i32>> {
         subtree_pids(&sys::dirfd::open_dir_at(None, self.path.as_os_str())?)
     }
 
@@ -673,7 +694,7 @@ impl CgroupTree {
             if self.is_empty().unwrap_or(false) {
                 break;
             }
-            for pid in self.pids().unwrap_or_default() {
+            for pid in self.listed().unwrap_or_default() {
                 if let Err(error) = fs::write(&procs, pid.to_string()) {
                     tracing::debug!(pid, %error, "moving a released process failed");
                 }

@@ -42,7 +42,7 @@ use std::{
 };
 
 pub use crate::backend::{Backend, BackendChoice};
-use crate::error::Error;
+use crate::{error::Error, sys};
 
 static SUBREAPER_CLAIMED: AtomicBool = AtomicBool::new(false);
 
@@ -83,6 +83,22 @@ pub(crate) fn probe_subreaper() -> Result<(), String> {
 ///
 /// `reserve` hears the path of a cgroup leaf before it is created (see
 /// `owner::Registration::cgroup_reserved`).
+/// Whether trees can be found by walking `/proc` here: not where `/proc`
+/// belongs to another PID namespace than this process's (`unshare --pid`
+/// without `--mount-proc`), whose numbers name other processes.
+pub(crate) fn scannable() -> Result<(), String> {
+    if sys::proc_is_own_namespace() {
+        Ok(())
+    } else {
+        Err(
+            "/proc shows another PID namespace than this process's (unshare --pid without \
+             --mount-proc): its numbers name other processes; mount a /proc for this \
+             namespace, or use the cgroup backend"
+                .to_owned(),
+        )
+    }
+}
+
 pub(crate) fn prepare(
     choice: BackendChoice,
     reserve: &mut dyn FnMut(&Path),
@@ -96,10 +112,13 @@ pub(crate) fn prepare(
                 cgroup::LeafError::Unavailable(reason) => unavailable(Backend::Cgroup, reason),
                 cgroup::LeafError::Failed(error) => error,
             }),
-        BackendChoice::Only(Backend::Subreaper) => subreaper::Claim::acquire()
+        BackendChoice::Only(Backend::Subreaper) => scannable()
+            .and_then(|()| subreaper::Claim::acquire())
             .map(Prepared::Subreaper)
             .map_err(|reason| unavailable(Backend::Subreaper, reason)),
-        BackendChoice::Only(Backend::Group) => Ok(Prepared::Group),
+        BackendChoice::Only(Backend::Group) => scannable()
+            .map(|()| Prepared::Group)
+            .map_err(|reason| unavailable(Backend::Group, reason)),
         BackendChoice::Auto => {
             match cgroup::Leaf::create(reserve) {
                 Ok(leaf) => return Ok(Prepared::Cgroup(leaf)),
@@ -108,6 +127,7 @@ pub(crate) fn prepare(
                 }
                 Err(cgroup::LeafError::Failed(error)) => return Err(error),
             }
+            scannable().map_err(|reason| unavailable(Backend::Group, reason))?;
             if SUBREAPER_CLAIMED.load(Ordering::SeqCst) {
                 match subreaper::Claim::acquire() {
                     Ok(claim) => return Ok(Prepared::Subreaper(claim)),

@@ -319,6 +319,12 @@ impl Others {
 /// that named some other cgroup would have other trees leave alone every
 /// process in it.
 fn leaf_as_seen(leader: i32, leaf: &Path) -> Option<String> {
+    // `leader` numbers the leader in our PID namespace; a `/proc` of another
+    // namespace names someone else by it. No tree is scanned there (see
+    // `contain::scannable`), so none needs to tell.
+    if !crate::sys::proc_is_own_namespace() {
+        return None;
+    }
     let seen = cgroup_of(leader)?;
     let relative = seen.trim_start_matches('/');
     if !relative.is_empty() && leaf.ends_with(relative) {

@@ -249,7 +249,16 @@ fn reader_for(
 
 /// Wraps the leader's pidfd for async waiting and reads its start time.
 fn open_leader(pid: i32, pidfd: OwnedFd) -> Result<Leader, Error> {
-    let start_time = identity::read_stat(pid)
+    // `/proc` may number it otherwise (another PID namespace's `/proc`).
+    let proc_pid = if sys::proc_is_own_namespace() {
+        pid
+    } else {
+        sys::proc_pid_of(pidfd.as_fd())
+            .ok()
+            .flatten()
+            .unwrap_or(pid)
+    };
+    let start_time = identity::read_stat(proc_pid)
         .map_err(|source| Error::Os {
             what: "reading the leader's /proc entry",
             source,

@@ -623,3 +623,37 @@ pub(crate) fn proc_is_own_namespace() -> bool {
             .is_none_or(|pid| pid == getpid())
     })
 }
+
+/// The number this process's PID namespace gives the process `/proc` shows
+/// as `proc_pid` (where `/proc` is an ancestor namespace's): the entry of its
+/// `NSpid` line at this process's own depth. `None` if it is not in this
+/// namespace (or below), or is gone.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man5/proc_pid_status.5.html> (`NSpid`)
+pub(crate) fn pid_in_own_namespace(proc_pid: i32) -> io::Result<Option<i32>> {
+    fn nspid(path: &str) -> io::Result<Option<Vec<i32>>> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        Ok(text.lines().find_map(|line| {
+            let values = line.strip_prefix("NSpid:")?;
+            values
+                .split_whitespace()
+                .map(|v| v.parse::<i32>().ok())
+                .collect::<Option<Vec<_>>>()
+        }))
+    }
+    static DEPTH: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let depth = *DEPTH.get_or_init(|| {
+        let own = nspid("/proc/self/status").ok().flatten()?;
+        own.contains(&getpid()).then(|| own.len())
+    });
+    let Some(depth) = depth else {
+        return Ok(None);
+    };
+    Ok(nspid(&format!("/proc/{proc_pid}/status"))?
+        .and_then(|levels| levels.get(depth - 1).copied()))
+}
