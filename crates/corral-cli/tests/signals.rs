@@ -261,3 +261,156 @@ fn parent_of(pid: i32) -> Option<i32> {
         .parse()
         .ok()
 }
+
+/// The signals that end a process by default, other than the four that end
+/// the tree and SIGALRM, as (bash's trap name, number): corral passes each
+/// on to every process of the tree and lives on.
+const PASSED_ON: [(&str, i32); 13] = [
+    ("USR1", 10),
+    ("USR2", 12),
+    ("STKFLT", 16),
+    ("VTALRM", 26),
+    ("PROF", 27),
+    ("XCPU", 24),
+    ("XFSZ", 25),
+    ("IO", 29),
+    ("PWR", 30),
+    ("ABRT", 6),
+    ("RTMIN", 34),
+    ("RTMIN+5", 39),
+    ("RTMAX-1", 63),
+];
+
+/// A leader and a background child that each print `ready`, then
+/// `leader NAME` or `child NAME` for each signal of [`PASSED_ON`] they get.
+fn trapping_tree() -> String {
+    let names: Vec<&str> = PASSED_ON.iter().map(|&(name, _)| name).collect();
+    format!(
+        "on() {{ for s in {}; do trap \"echo $1 $s\" $s; done; }}\n\
+         ( on child; echo ready; while :; do sleep 0.05; done ) &\n\
+         on leader; echo ready; while :; do sleep 0.05; done",
+        names.join(" ")
+    )
+}
+
+/// SIGUSR1, SIGUSR2, the real-time signals and every other signal that
+/// would end corral (but the four that end the tree and SIGALRM) reach each
+/// process of the tree, and corral lives on: before, corral died of them
+/// (exit 128+N) and its watchdog SIGKILLed the tree, which never saw them.
+#[test]
+fn other_ending_signals_are_passed_on_to_the_whole_tree_and_corral_lives_on() {
+    for_backends(&["cgroup", "subreaper"], |backend| {
+        let mut command = corral();
+        common::private_ledger(&mut command, &format!("pass-on-{backend}"));
+        let mut child = command
+            .arg("run")
+            .args(backend_args(backend))
+            .args([
+                "-t",
+                "60",
+                "-k",
+                "300ms",
+                "--",
+                "bash",
+                "-c",
+                &trapping_tree(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn corral");
+        let lines = Lines::new(child.stdout.take().expect("stdout"));
+        let mut guard = Guard::new(child);
+        let me = Proc::of(guard.child().id() as i32).expect("corral runs");
+        assert_eq!(
+            lines.take(2, Duration::from_secs(10)),
+            ["ready", "ready"],
+            "{backend}"
+        );
+        for (name, number) in PASSED_ON {
+            assert!(
+                common::signal_number(&me, number),
+                "{backend}: signal {name}"
+            );
+            let mut got: Vec<String> = lines.take(2, Duration::from_secs(5));
+            got.sort();
+            assert_eq!(
+                got,
+                [format!("child {name}"), format!("leader {name}")],
+                "{backend}: {name} did not reach both processes"
+            );
+            assert!(me.is_alive(), "{backend}: corral died of {name}");
+        }
+        assert!(me.signal(Signal::TERM));
+        let status = guard.wait_exit(EXIT_BOUND).expect("corral ends on SIGTERM");
+        assert_eq!(status.code(), Some(143), "{backend}");
+    });
+}
+
+/// A signal passed on that ends the command ends the call as the command's
+/// own death: the rest of the tree is ended, and corral exits 128+N.
+#[test]
+fn a_passed_on_signal_that_ends_the_command_is_its_exit_status() {
+    let (mut guard, _lines, me, tree) = start_with_escapees("cgroup");
+    assert!(me.signal(Signal::USR1));
+    let status = guard.wait_exit(EXIT_BOUND).expect("corral ends");
+    assert_eq!(status.code(), Some(128 + 10));
+    assert_all_gone(&tree, "SIGUSR1");
+}
+
+/// SIGALRM is the time limit passing (timeout(1)'s own alarm): the policy
+/// runs, the command gets SIGTERM, and corral exits 124.
+#[test]
+fn sigalrm_is_the_time_limit_and_exits_124() {
+    for_backends(&["cgroup", "subreaper"], |backend| {
+        let script = "trap 'echo got TERM; exit 0' TERM; echo ready; \
+                      while :; do sleep 0.05; done";
+        let mut command = corral();
+        common::private_ledger(&mut command, &format!("alarm-{backend}"));
+        let mut child = command
+            .arg("run")
+            .args(backend_args(backend))
+            .args(["-t", "60", "--", "bash", "-c", script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn corral");
+        let lines = Lines::new(child.stdout.take().expect("stdout"));
+        let mut guard = Guard::new(child);
+        let me = Proc::of(guard.child().id() as i32).expect("corral runs");
+        assert_eq!(
+            lines.next(Duration::from_secs(10)).as_deref(),
+            Some("ready")
+        );
+        assert!(me.signal(Signal::ALARM));
+        assert_eq!(
+            lines.next(Duration::from_secs(5)).as_deref(),
+            Some("got TERM"),
+            "{backend}: the command did not get the policy's SIGTERM"
+        );
+        let status = guard.wait_exit(EXIT_BOUND).expect("corral ends");
+        assert_eq!(status.code(), Some(124), "{backend}");
+    });
+}
+
+/// A parent that left SIGCHLD ignored (`trap '' CHLD`) does not stop corral
+/// (GNU timeout resets it too); the command starts with SIGCHLD at its
+/// default.
+#[test]
+fn sigchld_ignored_by_the_parent_is_reset_and_the_command_runs() {
+    let output = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("trap '' CHLD; exec \"$0\" run -t 10 -- sh -c 'grep SigIgn /proc/self/status'")
+        .arg(common::corral_path())
+        .output()
+        .expect("run corral under sh");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let line = String::from_utf8_lossy(&output.stdout);
+    let mask = line
+        .trim()
+        .strip_prefix("SigIgn:")
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or_else(|| panic!("not a SigIgn line: {line:?}"));
+    assert!(!has_signal(mask, 17), "the command ignores SIGCHLD: {line}");
+}

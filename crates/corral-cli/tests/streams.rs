@@ -107,3 +107,96 @@ fn a_tty_stays_a_tty() {
     assert!(stdout.contains("tty-ok"), "{stdout:?}");
     assert_eq!(output.status.code(), Some(0));
 }
+
+/// With `-v`, a standard error nobody reads any more (`2>&1 | head -1`
+/// once head is gone) ends neither corral nor, through its watchdog, the
+/// command: the lines are dropped. Before, the first failed write panicked
+/// (exit 101 or 125) and the command was killed. Here standard error is a
+/// pipe whose reader is closed before corral starts, so every `-v` line
+/// fails while the command runs.
+#[test]
+fn a_closed_stderr_ends_neither_corral_nor_its_command() {
+    let scratch = corral_tests::Scratch::new("closed-stderr");
+    let done = scratch.path("done.txt");
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let mut command = corral();
+    common::private_ledger(&mut command, "closed-stderr");
+    let status = command
+        .args(["run", "-v", "-t", "5", "--", "sh", "-c"])
+        .arg("sleep 1; echo finished > \"$0\"")
+        .arg(&done)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(writer)
+        .status()
+        .expect("run corral");
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(
+        std::fs::read_to_string(&done).ok().as_deref(),
+        Some("finished\n"),
+        "the command did not finish"
+    );
+}
+
+/// The signals the command starts with ignored (`SigIgn`), run by corral
+/// under a shell that ran `prelude` first.
+fn ignored_by_the_command(prelude: &str, backend: &str) -> u64 {
+    let script = format!(
+        "{prelude} exec \"$0\" run --backend {backend} -t 10 -- sh -c 'grep SigIgn /proc/self/status'"
+    );
+    let output = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg(common::corral_path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run corral under sh");
+    let line = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{line}");
+    line.trim()
+        .strip_prefix("SigIgn:")
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or_else(|| panic!("not a SigIgn line: {line:?}"))
+}
+
+/// A SIGPIPE the parent left ignored is ignored by the command too (as
+/// `--help` says of every ignored signal), although Rust's runtime ignores
+/// it in corral either way: the command then gets EPIPE from a write to a
+/// closed pipe (`yes` says so and exits 1) instead of dying of SIGPIPE. A
+/// SIGPIPE at its default stays at its default for the command.
+#[test]
+fn sigpipe_reaches_the_command_as_the_parent_left_it() {
+    common::for_backends(&["cgroup", "subreaper", "group"], |backend| {
+        let ignored = ignored_by_the_command("trap '' PIPE;", backend);
+        assert!(
+            corral_tests::proc::has_signal(ignored, 13),
+            "{backend}: SIGPIPE not passed on as ignored: {ignored:x}"
+        );
+        let default = ignored_by_the_command("trap - PIPE;", backend);
+        assert!(
+            !corral_tests::proc::has_signal(default, 13),
+            "{backend}: the command ignores SIGPIPE: {default:x}"
+        );
+        for (prelude, expected) in [("trap '' PIPE;", 1), ("trap - PIPE;", 128 + 13)] {
+            let script = format!(
+                "{prelude} \"$0\" run --backend {backend} -t 10 -- yes | true; \
+                 echo \"${{PIPESTATUS[0]}}\""
+            );
+            let output = std::process::Command::new("bash")
+                .arg("-c")
+                .arg(script)
+                .arg(common::corral_path())
+                .stdin(Stdio::null())
+                .output()
+                .expect("run corral under bash");
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            assert_eq!(stdout.trim(), expected.to_string(), "{backend}, {prelude}");
+            if expected == 1 {
+                let stderr = String::from_utf8_lossy(&output.stderr);
+                assert!(stderr.contains("yes: "), "{backend}: {stderr}");
+            }
+        }
+    });
+}

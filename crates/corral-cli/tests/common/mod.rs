@@ -103,3 +103,42 @@ pub fn assert_all_gone(procs: &[Proc], context: &str) {
     let alive: Vec<&Proc> = procs.iter().filter(|p| p.is_alive()).collect();
     assert!(alive.is_empty(), "{context}: survivors {alive:?}");
 }
+
+/// Sends signal `number` (any, the real-time ones included) to `proc`
+/// through a pidfd, only if it is still that process (as
+/// [`Proc::signal`], which takes only the signals rustix names).
+pub fn signal_number(proc: &Proc, number: i32) -> bool {
+    use std::os::fd::AsRawFd;
+    let Some(pid) = rustix::process::Pid::from_raw(proc.pid) else {
+        return false;
+    };
+    let Ok(pidfd) = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) else {
+        return false;
+    };
+    if !proc.is_alive() {
+        return false;
+    }
+    // SAFETY: a plain system call on a pidfd we own; a null `info` has the
+    // kernel fill it in as `kill` does.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            number,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    rc == 0
+}
+
+/// A ledger directory of one test, with the start-up sweep off, as
+/// environment for corral: other corral processes' records and sweeps stay
+/// out of the test (and its `-v` output).
+pub fn private_ledger(command: &mut Command, name: &str) -> PathBuf {
+    let dir = corral_tests::scratch(&format!("ledger-{name}"));
+    command
+        .env("CORRAL_LEDGER_DIR", &dir)
+        .env("CORRAL_NO_STARTUP_SWEEP", "1");
+    dir
+}
