@@ -19,11 +19,10 @@ pub fn init(verbose: bool) {
     let filter = tracing_subscriber::EnvFilter::builder().parse_lossy(filter);
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // A failed write never reaches the subscriber, whose report of it
+        // (`eprintln!` to the same standard error) would panic.
         .with_writer(|| Lossy(io::stderr()))
         .with_ansi(io::stderr().is_terminal())
-        // Its report of a failed write goes to standard error with
-        // `eprintln!`, which panics when that fails too.
-        .log_internal_errors(false)
         .try_init();
 }
 

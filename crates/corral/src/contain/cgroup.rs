@@ -393,7 +393,8 @@ impl CgroupTree {
     /// and renumbered from its pidfd (one gone meanwhile is left out).
     fn pids(&self) -> io::Result<Vec<i32>> {
         let listed = self.listed()?;
-        if sys::proc_is_own_namespace() {
+        let renumber = !sys::proc_is_own_namespace();
+        if !renumber {
             return Ok(listed);
         }
         Ok(listed
