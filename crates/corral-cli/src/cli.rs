@@ -281,10 +281,19 @@ fn run_after_help() -> String {
          \n\
          Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to corral end the whole tree\n\
          with the same policy (SIGNAL, then SIGKILL after --kill-after), then corral\n\
-         exits 128+N. A signal ignored when corral starts (as under nohup) stays ignored,\n\
-         and the command inherits that. If corral's parent dies, that counts as SIGTERM.\n\
+         exits 128+N. SIGALRM means the time is up (the policy, then 124). Every other\n\
+         signal that would end corral (SIGUSR1, SIGUSR2, real-time signals, ...) is\n\
+         passed on to every process of the tree, which runs on; if it ends the command,\n\
+         that is the command's status. Not SIGPIPE, which corral ignores (its own writes\n\
+         must not reach the tree), nor the fault signals (SEGV, BUS, ILL, FPE, TRAP,\n\
+         SYS) or SIGRTMAX. A signal ignored when corral starts (as under nohup, or\n\
+         SIGPIPE after trap '' PIPE) stays ignored, and the command inherits that;\n\
+         SIGCHLD is set back to its default. If corral's parent dies, that counts as\n\
+         SIGTERM. A standard error that cannot be written drops -v lines and warnings.\n\
          \n\
          Differences from timeout(1): the whole tree is ended, not just the command;\n\
+         signals timeout(1) dies of (USR1, USR2, PIPE, real-time, ...) leaving its\n\
+         command running are passed on (PIPE: ignored) and corral lives on;\n\
          --kill-after defaults to 5s and 0 means SIGKILL at once; 124 is returned after\n\
          a timeout even with --signal KILL or when SIGKILL was needed (timeout gives 137);\n\
          a script without #! is not run through sh (126).\n\

@@ -38,6 +38,23 @@ pub fn sigpipe_ignored_at_start() -> Option<bool> {
     sys::sigpipe_ignored_at_start()
 }
 
+/// Blocks `signal` in the calling thread and every thread it starts later
+/// (call it before any other thread exists): sent to this process, it stays
+/// pending instead of acting. For a signal a supervisor must survive but
+/// cannot handle ([`SignalWatch`] has no slot for `SIGRTMAX`). Programs it
+/// spawns start with no signal blocked.
+///
+/// # Errors
+/// If the signal cannot be blocked (`SIGKILL`, `SIGSTOP`).
+pub fn block(signal: Signal) -> io::Result<()> {
+    sys::block(signal)
+}
+
+/// The highest signal number (`SIGRTMAX`).
+pub fn highest_signal() -> Option<Signal> {
+    Signal::from_number(sys::sigrtmax())
+}
+
 /// Every signal this machine has, by number (1 to `SIGRTMAX`), the
 /// real-time ones included.
 pub fn all_signals() -> impl Iterator<Item = Signal> {
@@ -83,8 +100,10 @@ pub fn parent_pid() -> i32 {
     sys::getppid()
 }
 
-/// Handlers for the signals that should end a supervisor's tree, as one
-/// awaitable source. A signal that was ignored when the process started gets
+/// Handlers for the signals a supervisor acts on (what each means is the
+/// supervisor's), as one awaitable source. `SIGRTMAX` cannot be handled
+/// (tokio's signal driver has no slot for it): see [`block`]. A signal that
+/// was ignored when the process started gets
 /// no handler and stays ignored (an installed handler would be reset to the
 /// default by `exec`, and the command would no longer inherit the ignore).
 #[derive(Debug, Default)]

@@ -56,6 +56,18 @@ pub fn meaning(signal: Signal) -> Meaning {
     }
 }
 
+/// Blocks `SIGRTMAX`, which would end corral but which [`run_handled`]
+/// cannot include: sent to corral, it stays pending (not passed on). Call
+/// it before any thread starts, so that every thread inherits the block;
+/// the command starts with no signal blocked.
+pub fn hold_unhandled() {
+    if let Some(max) = host::highest_signal()
+        && let Err(error) = host::block(max)
+    {
+        tracing::debug!(%error, "SIGRTMAX not blocked");
+    }
+}
+
 /// The signals `corral run` handles: every signal whose default action ends
 /// a process, but [`LEFT_ALONE`]. `SIGRTMAX` is left out too: tokio's signal
 /// driver has no slot for the highest number.

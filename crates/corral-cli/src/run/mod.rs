@@ -27,6 +27,8 @@ use crate::{
 /// # Errors
 /// When corral itself fails before or around the run (exit status 125).
 pub fn main(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
+    // Still the only thread.
+    signals::hold_unhandled();
     let sink = startup::supervisor(&args.report, args.verbose)?;
     startup::supervise(run(args, parent, sink))
 }

@@ -657,3 +657,24 @@ pub(crate) fn pid_in_own_namespace(proc_pid: i32) -> io::Result<Option<i32>> {
     Ok(nspid(&format!("/proc/{proc_pid}/status"))?
         .and_then(|levels| levels.get(depth - 1).copied()))
 }
+
+/// Blocks `signal` in the calling thread, and so in every thread it starts
+/// from now on: a blocked signal stays pending instead of acting.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/sigprocmask.2.html>
+pub(crate) fn block(signal: Signal) -> io::Result<()> {
+    // SAFETY: an all-zero sigset_t is a valid value for `sigemptyset`.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, initialised set; the calls only write it and
+    // this thread's mask.
+    let rc = unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signal.number());
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut())
+    };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
