@@ -286,10 +286,11 @@ fn run_after_help() -> String {
          passed on to every process of the tree, which runs on; if it ends the command,\n\
          that is the command's status. Not SIGPIPE, which corral ignores (its own writes\n\
          must not reach the tree), nor the fault signals (SEGV, BUS, ILL, FPE, TRAP,\n\
-         SYS) or SIGRTMAX. A signal ignored when corral starts (as under nohup, or\n\
-         SIGPIPE after trap '' PIPE) stays ignored, and the command inherits that;\n\
-         SIGCHLD is set back to its default. If corral's parent dies, that counts as\n\
-         SIGTERM. A standard error that cannot be written drops -v lines and warnings.\n\
+         SYS); SIGRTMAX is held, not passed on. A signal ignored when corral starts (as\n\
+         under nohup, or SIGPIPE after trap '' PIPE) stays ignored, and the command\n\
+         inherits that; SIGCHLD is set back to its default. If corral's parent dies,\n\
+         that counts as SIGTERM. A standard error that cannot be written drops -v lines\n\
+         and warnings.\n\
          \n\
          Differences from timeout(1): the whole tree is ended, not just the command;\n\
          signals timeout(1) dies of (USR1, USR2, PIPE, real-time, ...) leaving its\n\

@@ -649,7 +649,7 @@ pub(crate) fn pid_in_own_namespace(proc_pid: i32) -> io::Result<Option<i32>> {
     static DEPTH: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     let depth = *DEPTH.get_or_init(|| {
         let own = nspid("/proc/self/status").ok().flatten()?;
-        own.contains(&getpid()).then(|| own.len())
+        own.contains(&getpid()).then_some(own.len())
     });
     let Some(depth) = depth else {
         return Ok(None);
