@@ -398,6 +398,7 @@ impl Supervision {
         let refresh = tokio::time::sleep_until(self.started + REFRESH_FIRST);
         tokio::pin!(refresh);
         let scanned = self.tree.cgroup_path().is_none();
+        let mut passed_on = 0;
         loop {
             tokio::select! {
                 biased;
@@ -408,7 +409,8 @@ impl Supervision {
                 () = &mut timeout => return Trigger::TimedOut,
                 () = self.time_up.cancelled() => return Trigger::TimedOut,
                 Some(signal) = self.forward.recv() => {
-                    let notes = &mut self.registration.notes;
+                    passed_on += 1;
+                    let notes = (passed_on <= PASSED_ON_NOTES).then_some(&mut self.registration.notes);
                     pass_on(&mut self.tree, signal, self.started, notes).await;
                 }
                 () = &mut exited => return Trigger::LeaderExited,
@@ -492,8 +494,18 @@ impl Drop for Supervision {
     }
 }
 
-/// Sends `signal` to the running tree, and notes it for the report.
-async fn pass_on(tree: &mut Tree, signal: Signal, started: Instant, notes: &mut Vec<String>) {
+/// How many signals passed on to a tree the report notes (a flood of them
+/// must not grow it without bound).
+const PASSED_ON_NOTES: usize = 16;
+
+/// Sends `signal` to the running tree, and notes it for the report, if
+/// `notes` are given.
+async fn pass_on(
+    tree: &mut Tree,
+    signal: Signal,
+    started: Instant,
+    notes: Option<&mut Vec<String>>,
+) {
     let at = started.elapsed().as_secs_f64();
     match tree.signal_shared(signal).await {
         Ok(delivered) => {
@@ -503,11 +515,15 @@ async fn pass_on(tree: &mut Tree, signal: Signal, started: Instant, notes: &mut 
                 Some(n) => format!("{n} processes"),
                 None => "the whole cgroup".to_owned(),
             };
-            notes.push(format!("passed {signal} on to {whom} at {at:.3}s"));
+            if let Some(notes) = notes {
+                notes.push(format!("passed {signal} on to {whom} at {at:.3}s"));
+            }
         }
         Err(error) => {
             tracing::warn!(%signal, %error, "passing a signal on failed");
-            notes.push(format!("passing {signal} on failed at {at:.3}s: {error}"));
+            if let Some(notes) = notes {
+                notes.push(format!("passing {signal} on failed at {at:.3}s: {error}"));
+            }
         }
     }
 }
