@@ -351,11 +351,13 @@ fn other_ending_signals_are_passed_on_to_the_whole_tree_and_corral_lives_on() {
 /// own death: the rest of the tree is ended, and corral exits 128+N.
 #[test]
 fn a_passed_on_signal_that_ends_the_command_is_its_exit_status() {
-    let (mut guard, _lines, me, tree) = start_with_escapees("cgroup");
-    assert!(me.signal(Signal::USR1));
-    let status = guard.wait_exit(EXIT_BOUND).expect("corral ends");
-    assert_eq!(status.code(), Some(128 + 10));
-    assert_all_gone(&tree, "SIGUSR1");
+    for_backends(&["cgroup", "subreaper"], |backend| {
+        let (mut guard, _lines, me, tree) = start_with_escapees(backend);
+        assert!(me.signal(Signal::USR1));
+        let status = guard.wait_exit(EXIT_BOUND).expect("corral ends");
+        assert_eq!(status.code(), Some(128 + 10), "{backend}");
+        assert_all_gone(&tree, &format!("{backend}, SIGUSR1"));
+    });
 }
 
 /// SIGALRM is the time limit passing (timeout(1)'s own alarm): the policy
@@ -422,16 +424,20 @@ fn sigchld_ignored_by_the_parent_is_reset_and_the_command_runs() {
 /// watchdog SIGKILLed the tree), though it is not passed on.
 #[test]
 fn sigrtmax_does_not_end_corral() {
-    let (mut guard, _lines, me, tree) = start_with_escapees("cgroup");
-    let max = libc::SIGRTMAX();
-    assert!(common::signal_number(&me, max));
-    assert!(
-        guard.wait_exit(Duration::from_millis(500)).is_none(),
-        "corral died of SIGRTMAX"
-    );
-    assert!(tree.iter().all(Proc::is_alive), "the tree was ended");
-    assert!(me.signal(Signal::TERM));
-    let status = guard.wait_exit(EXIT_BOUND).expect("corral ends on SIGTERM");
-    assert_eq!(status.code(), Some(143));
-    assert_all_gone(&tree, "SIGRTMAX, then SIGTERM");
+    for_backends(&["cgroup", "subreaper"], |backend| {
+        let (mut guard, _lines, me, tree) = start_with_escapees(backend);
+        assert!(common::signal_number(&me, libc::SIGRTMAX()));
+        assert!(
+            guard.wait_exit(Duration::from_millis(500)).is_none(),
+            "{backend}: corral died of SIGRTMAX"
+        );
+        assert!(
+            tree.iter().all(Proc::is_alive),
+            "{backend}: the tree was ended"
+        );
+        assert!(me.signal(Signal::TERM));
+        let status = guard.wait_exit(EXIT_BOUND).expect("corral ends on SIGTERM");
+        assert_eq!(status.code(), Some(143), "{backend}");
+        assert_all_gone(&tree, &format!("{backend}, SIGRTMAX, then SIGTERM"));
+    });
 }
