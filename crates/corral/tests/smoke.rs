@@ -136,3 +136,15 @@ async fn duration_max_limits_do_not_panic() {
     assert_eq!(finished.outcome, Outcome::Cancelled);
     assert!(finished.report.survivors.is_empty());
 }
+
+/// `host::default_sigchld` (what a dedicated supervisor calls at start-up)
+/// undoes an ignored SIGCHLD, after which the spawn goes on.
+#[tokio::test]
+async fn default_sigchld_undoes_an_ignored_sigchld() {
+    // SAFETY: SIG_IGN installs no handler; this test runs in its own process
+    // under nextest.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
+    corral::host::default_sigchld().expect("reset");
+    let finished = Command::new("true").run().await.expect("runs");
+    assert_eq!(finished.outcome, Outcome::Exited { code: 0 });
+}
