@@ -2,12 +2,12 @@
 //! parent, for every subcommand.
 //!
 //! What a signal means is the subcommand's ([`Meaning`] for `corral run`);
-//! no catchable signal ends corral while its tree runs on. A signal that was ignored when
-//! corral started (`nohup` ignores `SIGHUP`; a non-interactive shell ignores
-//! `SIGINT` and `SIGQUIT` for background jobs) gets no handler, so it stays
-//! ignored and the command inherits that: an installed handler would be
-//! reset to the default by `exec`. The death of corral's parent arrives as
-//! `SIGTERM` (`PR_SET_PDEATHSIG`).
+//! no catchable signal ends corral while its tree runs on. A signal that
+//! was ignored when corral started (`nohup` ignores `SIGHUP`; a
+//! non-interactive shell ignores `SIGINT` and `SIGQUIT` for background
+//! jobs) gets no handler, so it stays ignored and the command inherits that:
+//! an installed handler would be reset to the default by `exec`. The death
+//! of corral's parent arrives as `SIGTERM` (`PR_SET_PDEATHSIG`).
 
 use anyhow::Context;
 use corral::{

@@ -14,8 +14,8 @@ use crate::kit::{
 /// First thing in `main`. Started as our own watchdog (`corral
 /// __corral-watchdog`): runs it and never returns. Otherwise records that
 /// this executable is the watchdog that ends the tree if corral itself is
-/// killed, sets `SIGCHLD` back to its default, and returns the parent's pid, against which a parent that dies
-/// later is noticed.
+/// killed, sets `SIGCHLD` back to its default, and returns the parent's
+/// pid, against which a parent that dies later is noticed.
 pub fn begin() -> i32 {
     corral::watchdog::hook();
     // A parent may have left SIGCHLD ignored; the library refuses to spawn
