@@ -39,6 +39,23 @@ pub(crate) fn getpid() -> i32 {
     rustix::process::getpid().as_raw_nonzero().get()
 }
 
+/// This process's executable (`readlink /proc/self/exe`), read once: the
+/// start-up sweep, the ledger record and the watchdog all name it, and it
+/// cannot change under a running process (a fork runs the same one).
+///
+/// # Errors
+/// The reason, if it cannot be read.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man5/proc_pid_exe.5.html>
+pub(crate) fn current_exe() -> Result<&'static std::path::Path, String> {
+    static EXE: std::sync::OnceLock<Result<std::path::PathBuf, String>> =
+        std::sync::OnceLock::new();
+    EXE.get_or_init(|| std::env::current_exe().map_err(|e| e.to_string()))
+        .as_deref()
+        .map_err(Clone::clone)
+}
+
 /// `pidfd_open(pid, 0)`: a descriptor that refers to this one process for ever.
 ///
 /// # References
