@@ -261,7 +261,7 @@ const QUEUE_MESSAGES: usize = 1024;
 const QUEUE_BYTES: usize = 4 << 20;
 
 /// The owner's side of the socket. A message is written at once without
-/// blocking (`O_NONBLOCK` for that one write) while nothing is queued: then
+/// blocking (`send` with `MSG_DONTWAIT`) while nothing is queued: then
 /// it is in the kernel before the spawn goes on, and an owner killed right
 /// after still has it delivered. What does not fit (the helper is not
 /// reading) goes to a bounded queue that a dedicated writer thread drains
@@ -535,15 +535,7 @@ impl Client {
 
     /// One write that does not wait: how much of `line` the socket took.
     fn write_now(&self, line: &[u8]) -> io::Result<usize> {
-        self.stream.set_nonblocking(true)?;
-        let written = loop {
-            match (&*self.stream).write(line) {
-                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-                other => break other,
-            }
-        };
-        self.stream.set_nonblocking(false)?;
-        written
+        sys::send_now(self.stream.as_fd(), line)
     }
 
     fn enqueue(&self, line: Vec<u8>) -> io::Result<()> {

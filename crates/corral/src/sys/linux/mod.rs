@@ -39,6 +39,25 @@ pub(crate) fn getpid() -> i32 {
     rustix::process::getpid().as_raw_nonzero().get()
 }
 
+/// Sends what `socket` takes of `bytes` now, without waiting and without
+/// touching the descriptor's own blocking mode (another thread may be
+/// blocked writing to it): `send` with `MSG_DONTWAIT | MSG_NOSIGNAL`.
+///
+/// # Errors
+/// `WouldBlock` when the socket's buffer is full; otherwise as `send`.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/send.2.html>
+pub(crate) fn send_now(socket: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<usize> {
+    use rustix::net::SendFlags;
+    loop {
+        match rustix::net::send(socket, bytes, SendFlags::DONTWAIT | SendFlags::NOSIGNAL) {
+            Err(rustix::io::Errno::INTR) => {}
+            other => return Ok(other?),
+        }
+    }
+}
+
 /// This process's executable (`readlink /proc/self/exe`), read once: the
 /// start-up sweep, the ledger record and the watchdog all name it, and it
 /// cannot change under a running process (a fork runs the same one).
