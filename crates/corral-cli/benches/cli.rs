@@ -10,9 +10,12 @@
 //! ```
 //!
 //! Diagnostic rows (not the target): `true` run directly (the floor both
-//! wrappers add to), and `corral run --backend group|subreaper -- true`
-//! (what the default, auto = cgroup on a cgroup v2 host with root, costs
-//! against the backends that need no cgroup).
+//! wrappers add to), `corral --version` (starting the binary alone: `exec`,
+//! dynamic linking, argument parsing), `corral run --backend
+//! group|subreaper -- true` (what the default, auto = cgroup on a cgroup v2
+//! host with root, costs against the backends that need no cgroup), and,
+//! with `CORRAL_BENCH_STATIC=PATH`, `corral run -- true` from a static-pie
+//! build of the same code (`cargo release-static`, see `.cargo/config.toml`).
 //! Every run is bounded (killed through its pidfd after 30 s, never by name),
 //! and the bench checks that no `corral-PID-*` cgroup of any corral process it
 //! started is left behind.
@@ -40,7 +43,16 @@ enum Contender {
     Corral,
     Timeout,
     Direct,
+    Version,
     CorralBackend(&'static str),
+    Static,
+}
+
+/// `$CORRAL_BENCH_STATIC`: a static-pie build of corral to measure beside.
+fn static_build() -> Option<PathBuf> {
+    std::env::var_os("CORRAL_BENCH_STATIC")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
 }
 
 impl Contender {
@@ -49,6 +61,8 @@ impl Contender {
             Contender::Corral => "corral run -- true",
             Contender::Timeout => "timeout 10 true (GNU)",
             Contender::Direct => "(diag) true, directly",
+            Contender::Version => "(diag) corral --version",
+            Contender::Static => "(diag) corral run, static-pie",
             Contender::CorralBackend("group") => "(diag) corral --backend group",
             Contender::CorralBackend("subreaper") => "(diag) corral --backend subreaper",
             Contender::CorralBackend(_) => "(diag) corral --backend ?",
@@ -68,6 +82,16 @@ impl Contender {
                 c
             }
             Contender::Direct => Command::new("true"),
+            Contender::Version => {
+                let mut c = Command::new(CORRAL);
+                c.arg("--version");
+                c
+            }
+            Contender::Static => {
+                let mut c = Command::new(static_build().unwrap_or_default());
+                c.args(["run", "--", "true"]);
+                c
+            }
             Contender::CorralBackend(backend) => {
                 let mut c = Command::new(CORRAL);
                 c.args(["run", "--backend", backend, "--", "true"]);
@@ -175,13 +199,22 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
 
-    let contenders = [
+    let mut contenders = vec![
         Contender::Corral,
         Contender::Timeout,
         Contender::Direct,
+        Contender::Version,
         Contender::CorralBackend("group"),
         Contender::CorralBackend("subreaper"),
     ];
+    if let Some(path) = static_build() {
+        println!("static-pie build: {}", path.display());
+        if let Err(error) = once(Contender::Static) {
+            println!("NOT MEASURED: {error}");
+            return ExitCode::FAILURE;
+        }
+        contenders.push(Contender::Static);
+    }
     let mut samples: Vec<Vec<Duration>> = vec![Vec::with_capacity(rounds); contenders.len()];
     let mut paired: Vec<f64> = Vec::with_capacity(rounds);
     let mut failures = Vec::new();
@@ -190,18 +223,17 @@ fn main() -> ExitCode {
     let started = Instant::now();
     for round in 0..total {
         // Alternate which of the pair goes first; the diagnostics go last.
-        let order: [usize; 5] = if round % 2 == 0 {
-            [0, 1, 2, 3, 4]
-        } else {
-            [1, 0, 2, 3, 4]
-        };
-        let mut this_round = [None; 5];
+        let mut order: Vec<usize> = (0..contenders.len()).collect();
+        if round % 2 == 1 {
+            order.swap(0, 1);
+        }
+        let mut this_round = vec![None; contenders.len()];
         for index in order {
             match once(contenders[index]) {
                 Ok((d, pid)) => {
                     if matches!(
                         contenders[index],
-                        Contender::Corral | Contender::CorralBackend(_)
+                        Contender::Corral | Contender::CorralBackend(_) | Contender::Static
                     ) {
                         corral_pids.push(pid);
                     }

@@ -51,6 +51,50 @@ fn records(dir: &PathBuf) -> usize {
         .unwrap_or(0)
 }
 
+/// corral does not wait for its watchdog at the end (it exits right after
+/// closing the watchdog's socket): the watchdog must still exit by itself,
+/// and the tree's record must already be gone when corral's exit is seen.
+#[test]
+fn a_clean_run_leaves_neither_its_watchdog_nor_its_record() {
+    let dir = ledger_dir("clean");
+    let child = corral()
+        .args(["run", "--", "sh", "-c", "echo $$; read line; true"])
+        .env("CORRAL_LEDGER_DIR", &dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn corral");
+    let mut guard = Guard::new(child);
+    let lines = Lines::new(guard.child().stdout.take().expect("piped"));
+    let leader: i32 = lines
+        .next(Duration::from_secs(10))
+        .and_then(|l| l.trim().parse().ok())
+        .expect("the command's pid");
+    let owner = Proc::of(guard.child().id() as i32).expect("corral runs");
+    let mut watchdog = None;
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            watchdog = other_child(owner.pid, leader);
+            watchdog.is_some() && records(&dir) == 1
+        }),
+        "corral runs a watchdog and records the tree"
+    );
+    let watchdog = watchdog.expect("found");
+    guard.watch(watchdog);
+    // End of input: the command exits, and so does corral.
+    drop(guard.child().stdin.take());
+    let status = guard
+        .wait_exit(Duration::from_secs(10))
+        .expect("corral exits");
+    assert!(status.success(), "{status:?}");
+    assert_eq!(records(&dir), 0, "the record outlived corral");
+    assert!(
+        wait_until(Duration::from_secs(5), || !watchdog.is_alive()),
+        "the watchdog outlived corral"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Owner and watchdog both die (the owner frozen first so it cannot replace
 /// the watchdog):
 /// the tree outlives them, `corral ps` shows it orphaned, `corral reap`

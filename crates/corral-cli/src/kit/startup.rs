@@ -49,7 +49,9 @@ pub fn supervisor(report: &ReportArgs, verbose: bool) -> anyhow::Result<Option<S
 
 /// Runs `work` on a current-thread runtime in a process that does nothing
 /// but supervise (so the subreaper backend is fair game for `auto`), then
-/// stops the watchdog: every tree is gone by then.
+/// stops the watchdog without waiting for it: every tree is gone by then,
+/// and the process exits right after (the helper exits by itself at
+/// end-of-file; init reaps it).
 ///
 /// # Errors
 /// If the runtime cannot be started, or as `work`.
@@ -63,7 +65,7 @@ pub fn supervise(work: impl Future<Output = anyhow::Result<Status>>) -> anyhow::
     // A blocking read of a terminal stdin (the relay's) must not hold the
     // exit.
     runtime.shutdown_background();
-    corral::watchdog::shutdown();
+    corral::watchdog::shutdown_before_exit();
     status
 }
 

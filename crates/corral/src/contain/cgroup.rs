@@ -69,10 +69,8 @@ pub(crate) fn has_nsdelegate(mountinfo: &str) -> bool {
 /// Whether this machine's cgroup v2 mount has `nsdelegate` (read once).
 pub(crate) fn delegates_namespaces() -> bool {
     static NSDELEGATE: OnceLock<bool> = OnceLock::new();
-    *NSDELEGATE.get_or_init(|| {
-        crate::fault::active("nsdelegate")
-            || fs::read_to_string("/proc/self/mountinfo").is_ok_and(|text| has_nsdelegate(&text))
-    })
+    *NSDELEGATE
+        .get_or_init(|| crate::fault::active("nsdelegate") || mountinfo().is_ok_and(has_nsdelegate))
 }
 
 /// The first of `leaf`'s `cgroup.procs` and its ancestors' (up to the mount)
@@ -136,9 +134,7 @@ fn parent_dir() -> Result<PathBuf, String> {
     static PARENT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     PARENT
         .get_or_init(|| {
-            let mountinfo = fs::read_to_string("/proc/self/mountinfo")
-                .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
-            let mount = find_v2_mount(&mountinfo)
+            let mount = find_v2_mount(mountinfo()?)
                 .filter(|_| !crate::fault::active("no-cgroup2"))
                 .ok_or("no cgroup v2 hierarchy is mounted (cgroup2 not in /proc/self/mountinfo)")?;
             let own = fs::read_to_string("/proc/self/cgroup")
@@ -710,10 +706,20 @@ impl CgroupTree {
             return true;
         }
         self.watch = None;
-        if let Ok(dir) = sys::dirfd::open_dir_at(None, self.path.as_os_str()) {
-            remove_below(&dir, 0);
+        // A leaf with no cgroup below it (the usual case) goes in one
+        // `rmdir`; only a refused one is searched for cgroups a member made
+        // below it (which must go first), then removed again.
+        let mut removed = fs::remove_dir(&self.path);
+        if removed
+            .as_ref()
+            .is_err_and(|e| e.kind() != io::ErrorKind::NotFound)
+        {
+            if let Ok(dir) = sys::dirfd::open_dir_at(None, self.path.as_os_str()) {
+                remove_below(&dir, 0);
+            }
+            removed = fs::remove_dir(&self.path);
         }
-        match fs::remove_dir(&self.path) {
+        match removed {
             Ok(()) => {
                 self.removed = true;
                 true
@@ -805,8 +811,20 @@ pub(crate) fn remove_below(dir: &OwnedFd, depth: usize) {
 pub(crate) fn mount() -> Option<&'static Path> {
     static MOUNT: OnceLock<Option<PathBuf>> = OnceLock::new();
     MOUNT
-        .get_or_init(|| find_v2_mount(&fs::read_to_string("/proc/self/mountinfo").ok()?))
+        .get_or_init(|| find_v2_mount(mountinfo().ok()?))
         .as_deref()
+}
+
+/// `/proc/self/mountinfo`, read once: the mount, the leaves' parent and
+/// `nsdelegate` all come from it (each was already read once per process).
+fn mountinfo() -> Result<&'static str, String> {
+    static TEXT: OnceLock<Result<String, String>> = OnceLock::new();
+    TEXT.get_or_init(|| {
+        fs::read_to_string("/proc/self/mountinfo")
+            .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))
+    })
+    .as_deref()
+    .map_err(Clone::clone)
 }
 
 /// The leaf's path as `/proc/PID/cgroup` shows it (relative to the mount).

@@ -47,13 +47,13 @@ pub(crate) fn startup_sweep() {
         {
             return;
         }
-        let Ok(me) = std::env::current_exe() else {
+        let Ok(me) = sys::current_exe() else {
             return;
         };
         let dir = ledger::dir();
         let started = std::thread::Builder::new()
             .name("corral-startup-sweep".to_owned())
-            .spawn(move || sweep_predecessors(&dir, &me));
+            .spawn(move || sweep_predecessors(&dir, me));
         if let Err(error) = started {
             tracing::warn!(%error, "could not start the start-up sweep");
         }
@@ -92,7 +92,10 @@ fn me() -> (Identity, Option<PathBuf>) {
         Some((identity, exe)) if identity.pid == pid => (*identity, exe.clone()),
         _ => {
             let start_time = identity::read_stat(pid).map(|s| s.start_time).unwrap_or(0);
-            let me = (Identity { pid, start_time }, std::env::current_exe().ok());
+            let me = (
+                Identity { pid, start_time },
+                sys::current_exe().ok().map(Path::to_owned),
+            );
             *cached = Some(me.clone());
             me
         }

@@ -73,14 +73,22 @@ impl Command {
     }
 }
 
-/// Spawns `command` and starts its supervisor task.
+/// Spawns `command` and starts its supervisor task; then, the first time,
+/// the start-up sweep's thread (after the spawn, so that starting it
+/// overlaps the command's own start on another CPU instead of delaying it;
+/// the spawn never waits for the sweep either way).
 pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
+    let spawned = spawn_tree(command);
+    owner::startup_sweep();
+    spawned
+}
+
+fn spawn_tree(command: Command) -> Result<Child, Error> {
     launch::check_cwd(&command)?;
     launch::check_credentials(&command)?;
     if sys::children_autoreaped().unwrap_or(false) {
         return Err(Error::ChildrenAutoreaped);
     }
-    owner::startup_sweep();
     let mut registration = Registration::new(&command);
     let prepared = contain::prepare(command.backend, &mut |path| {
         registration.cgroup_reserved(path)

@@ -106,7 +106,9 @@ pub fn executable() -> Result<PathBuf, String> {
         return path;
     }
     if HOOKED.load(Ordering::SeqCst) {
-        return std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"));
+        return sys::current_exe()
+            .map(PathBuf::from)
+            .map_err(|e| format!("cannot find this executable: {e}"));
     }
     Err(
         "no watchdog executable: call corral::watchdog::hook() first in main, \
@@ -144,15 +146,40 @@ pub fn shutdown() {
         let Client {
             stream,
             queue,
+            writer,
             pidfd,
             helper,
             ..
         } = client;
         drop(queue);
         drop(stream);
+        // A writer that never started holds the socket too.
+        drop(writer);
         sys::reap_within(pidfd.as_fd(), std::time::Duration::from_secs(1));
         crate::contain::unexempt(helper);
     }
+}
+
+/// Stops the watchdog of a process that exits right after, without waiting
+/// for it (the `corral` command's last step): closes this side of the socket,
+/// so the helper sees end-of-file, ends whatever tree it still knows of
+/// (none, after a clean finish) and exits by itself; this process's own exit
+/// hands it to init (or the nearest subreaper), which reaps it. While
+/// messages are still queued for the helper this is [`shutdown`], which lets
+/// the writer thread deliver them first. Call it last: until this process
+/// exits, the helper stays an unreaped zombie.
+pub fn shutdown_before_exit() {
+    let mut guard = lock(&CLIENT);
+    if guard
+        .as_ref()
+        .is_some_and(|c| c.queued.load(Ordering::SeqCst) > 0)
+    {
+        drop(guard);
+        return shutdown();
+    }
+    // Nothing is queued, and nothing else sends any more: dropping the last
+    // handle on the socket is all the helper needs.
+    drop(guard.take());
 }
 
 /// Starts the watchdog now by forking this process instead of executing a
@@ -234,7 +261,7 @@ const QUEUE_MESSAGES: usize = 1024;
 const QUEUE_BYTES: usize = 4 << 20;
 
 /// The owner's side of the socket. A message is written at once without
-/// blocking (`O_NONBLOCK` for that one write) while nothing is queued: then
+/// blocking (`send` with `MSG_DONTWAIT`) while nothing is queued: then
 /// it is in the kernel before the spawn goes on, and an owner killed right
 /// after still has it delivered. What does not fit (the helper is not
 /// reading) goes to a bounded queue that a dedicated writer thread drains
@@ -252,6 +279,10 @@ struct Client {
     /// queue drains. While set, new messages are not queued (the state it
     /// sends will include them).
     resync: Arc<AtomicBool>,
+    /// The writer thread, until the first message that has to be queued
+    /// starts it: while the socket takes every message at once (the usual
+    /// case) no thread is started for it.
+    writer: Mutex<Option<Writer>>,
     /// The helper, our child, for reaping it.
     pidfd: OwnedFd,
     /// (pid, start time).
@@ -365,7 +396,8 @@ impl Client {
         Ok(client)
     }
 
-    /// The owner's side of `stream`, with its writer thread.
+    /// The owner's side of `stream`; its writer thread starts with the first
+    /// message the socket does not take at once.
     fn connect(
         stream: UnixStream,
         pidfd: OwnedFd,
@@ -383,10 +415,6 @@ impl Client {
             resync: Arc::clone(&resync),
             watched: Arc::clone(&watched),
         };
-        std::thread::Builder::new()
-            .name("corral-watchdog-writer".to_owned())
-            .spawn(move || writer.run())
-            .map_err(|e| format!("cannot start the watchdog writer thread: {e}"))?;
         // No subreaper tree of this process may take the helper for an
         // orphan of its own.
         crate::contain::exempt(helper);
@@ -395,10 +423,22 @@ impl Client {
             queue,
             queued,
             resync,
+            writer: Mutex::new(Some(writer)),
             pidfd,
             helper,
             watched,
         })
+    }
+
+    /// Starts the writer thread if it has not started yet.
+    fn start_writer(&self) -> io::Result<()> {
+        let Some(writer) = lock(&self.writer).take() else {
+            return Ok(());
+        };
+        std::thread::Builder::new()
+            .name("corral-watchdog-writer".to_owned())
+            .spawn(move || writer.run())
+            .map(drop)
     }
 
     /// Replaces a dead helper, telling the new one every live tree.
@@ -495,18 +535,11 @@ impl Client {
 
     /// One write that does not wait: how much of `line` the socket took.
     fn write_now(&self, line: &[u8]) -> io::Result<usize> {
-        self.stream.set_nonblocking(true)?;
-        let written = loop {
-            match (&*self.stream).write(line) {
-                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-                other => break other,
-            }
-        };
-        self.stream.set_nonblocking(false)?;
-        written
+        sys::send_now(self.stream.as_fd(), line)
     }
 
     fn enqueue(&self, line: Vec<u8>) -> io::Result<()> {
+        self.start_writer()?;
         let len = line.len();
         self.queued.fetch_add(len, Ordering::SeqCst);
         self.queue.try_send(line).map_err(|error| {
@@ -524,6 +557,7 @@ impl Client {
             "the watchdog is not reading (stopped?): dropping updates until it does, then resending all"
         );
         self.resync.store(true, Ordering::SeqCst);
+        self.start_writer()?;
         // Wakes the writer if it is idle (everything was written at once
         // until the socket filled up); a full queue wakes it by itself.
         let _ = self.queue.try_send(Vec::new());

@@ -4,10 +4,13 @@
 //! global lock whose writer waits for an RCU grace period: about 10 ms here.
 //! A process *created* in the cgroup pays nothing of that, and `CLONE_PIDFD`
 //! hands back its pidfd with no window at all. rustix does not wrap `clone3`,
-//! so this file does the fork-and-exec itself, the way std does it: the parent
+//! so this file does the spawn itself, the way std does it: the parent
 //! prepares everything (paths, argv, envp as C strings, pointer arrays); the
 //! child only makes async-signal-safe system calls and reports a failure's
-//! errno through a close-on-exec pipe.
+//! errno through a close-on-exec pipe. On x86-64 the child borrows the
+//! parent's memory until `execve` (`CLONE_VM | CLONE_VFORK`, as glibc's
+//! `posix_spawn`): a fork would copy the page tables of the whole supervisor
+//! and the `execve` would tear the copy down again (BENCHMARKS.md section 3).
 //!
 //! # References
 //! - <https://man7.org/linux/man-pages/man2/clone3.2.html>
@@ -115,23 +118,11 @@ pub(crate) fn spawn_into_cgroup(exec: &Exec<'_>) -> Result<(i32, OwnedFd), Clone
             libc::SIG_DFL
         },
     };
-    // SAFETY: `args` is a valid, fully initialised `clone_args` of the size
-    // passed. Without CLONE_VM the child gets a copy of our memory, like
-    // fork; it runs only `Child::exec`, which makes async-signal-safe calls
-    // on data prepared above and never returns.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            ptr::addr_of_mut!(args),
-            std::mem::size_of::<CloneArgs>(),
-        )
-    };
-    if ret == 0 {
-        // SAFETY: we are the new child process.
-        unsafe { child.exec() }
-    }
+    let ret = clone3(&mut args, &child);
     if ret < 0 {
-        return Err(Clone3Error::Unavailable(io::Error::last_os_error()));
+        return Err(Clone3Error::Unavailable(io::Error::from_raw_os_error(
+            -ret as i32,
+        )));
     }
     drop(report_write);
     let pid = ret as i32;
@@ -159,6 +150,97 @@ pub(crate) fn spawn_into_cgroup(exec: &Exec<'_>) -> Result<(i32, OwnedFd), Clone
     )))
 }
 
+/// The child's stack while it shares our memory, until `execve`: what
+/// `Child::exec` needs (a few frames of plain system calls), with room to
+/// spare.
+#[cfg(target_arch = "x86_64")]
+const CHILD_STACK: usize = 64 * 1024;
+
+/// `clone3(args)`; the child runs `child.exec()`. The new pid, or `-errno`.
+///
+/// On x86-64 the child shares our memory until `execve`, on a stack of its
+/// own, and we are suspended until then (`CLONE_VM | CLONE_VFORK`, as
+/// glibc's `posix_spawn` does): nothing of our address space is copied, and
+/// the `execve` has no copy to tear down, which a fork of a process this
+/// size pays for twice. Sound because `Child::exec` only reads what we
+/// prepared and makes async-signal-safe calls (no allocation, no lock), and
+/// runs no signal handler (`CLONE_CLEAR_SIGHAND` resets them; its signal
+/// mask is its own). Elsewhere a fork-like `clone3` (a copy of our memory).
+#[cfg(target_arch = "x86_64")]
+fn clone3(args: &mut CloneArgs, child: &Child) -> isize {
+    const CLONE_VM: u64 = 0x100;
+    const CLONE_VFORK: u64 = 0x4000;
+    /// Aligned as the ABI wants a stack: 16 bytes.
+    #[repr(C, align(16))]
+    struct Stack([u8; CHILD_STACK]);
+    extern "C" fn child_main(child: *const Child) -> ! {
+        // SAFETY: we are the new child; `child` points into the suspended
+        // parent's memory, which we share and which outlives us (the parent
+        // resumes only at our `execve` or `_exit`).
+        unsafe { (*child).exec() }
+    }
+    let mut stack: Box<std::mem::MaybeUninit<Stack>> = Box::new_uninit();
+    args.flags |= CLONE_VM | CLONE_VFORK;
+    args.stack = stack.as_mut_ptr() as u64;
+    args.stack_size = CHILD_STACK as u64;
+    let ret: isize;
+    // SAFETY: `args` is a valid, fully initialised `clone_args` of the size
+    // passed, naming a stack of `CHILD_STACK` bytes that lives until the
+    // child has executed or exited (we are suspended until then). The
+    // parent only gets the syscall's result back (`syscall` clobbers rcx
+    // and r11). The child starts on the new stack (the kernel points rsp at
+    // its 16-byte aligned top), calls `child_main`, which never returns, and
+    // touches no frame of ours.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "mov rdi, r12",
+            "call r13",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone3 as isize => ret,
+            in("rdi") ptr::from_mut(args),
+            in("rsi") std::mem::size_of::<CloneArgs>(),
+            in("r12") ptr::from_ref(child),
+            in("r13") child_main as extern "C" fn(*const Child) -> !,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    drop(stack);
+    ret
+}
+
+/// `clone3(args)`; the child runs `child.exec()`. The new pid, or `-errno`.
+#[cfg(not(target_arch = "x86_64"))]
+fn clone3(args: &mut CloneArgs, child: &Child) -> isize {
+    // SAFETY: `args` is a valid, fully initialised `clone_args` of the size
+    // passed. Without CLONE_VM the child gets a copy of our memory, like
+    // fork; it runs only `Child::exec`, which makes async-signal-safe calls
+    // on data prepared above and never returns.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            ptr::from_mut(args),
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    if ret == 0 {
+        // SAFETY: we are the new child process.
+        unsafe { child.exec() }
+    }
+    if ret < 0 {
+        -(io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL) as isize)
+    } else {
+        ret as isize
+    }
+}
+
 /// Everything the child needs, as raw pointers and numbers.
 struct Child {
     program: *const c_char,
@@ -182,7 +264,8 @@ impl Child {
     unsafe fn exec(&self) -> ! {
         let mut stdio = self.stdio;
         // SAFETY (whole block): plain system calls on descriptors and
-        // pointers prepared by the parent, valid in this copy of its memory.
+        // pointers prepared by the parent, valid in its memory (shared with
+        // us until `execve`, or a copy of it).
         unsafe {
             // A source descriptor below 3 could be overwritten by an earlier
             // dup2: move such ones out of the way first.

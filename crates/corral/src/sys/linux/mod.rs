@@ -57,6 +57,42 @@ pub(crate) fn getpid() -> i32 {
     rustix::process::getpid().as_raw_nonzero().get()
 }
 
+/// Sends what `socket` takes of `bytes` now, without waiting and without
+/// touching the descriptor's own blocking mode (another thread may be
+/// blocked writing to it): `send` with `MSG_DONTWAIT | MSG_NOSIGNAL`.
+///
+/// # Errors
+/// `WouldBlock` when the socket's buffer is full; otherwise as `send`.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/send.2.html>
+pub(crate) fn send_now(socket: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<usize> {
+    use rustix::net::SendFlags;
+    loop {
+        match rustix::net::send(socket, bytes, SendFlags::DONTWAIT | SendFlags::NOSIGNAL) {
+            Err(rustix::io::Errno::INTR) => {}
+            other => return Ok(other?),
+        }
+    }
+}
+
+/// This process's executable (`readlink /proc/self/exe`), read once: the
+/// start-up sweep, the ledger record and the watchdog all name it, and it
+/// cannot change under a running process (a fork runs the same one).
+///
+/// # Errors
+/// The reason, if it cannot be read.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man5/proc_pid_exe.5.html>
+pub(crate) fn current_exe() -> Result<&'static std::path::Path, String> {
+    static EXE: std::sync::OnceLock<Result<std::path::PathBuf, String>> =
+        std::sync::OnceLock::new();
+    EXE.get_or_init(|| std::env::current_exe().map_err(|e| e.to_string()))
+        .as_deref()
+        .map_err(Clone::clone)
+}
+
 /// `pidfd_open(pid, 0)`: a descriptor that refers to this one process for ever.
 ///
 /// # References
