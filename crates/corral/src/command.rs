@@ -74,6 +74,7 @@ pub struct Command {
     pub(crate) ledger: bool,
     pub(crate) uid: Option<u32>,
     pub(crate) gid: Option<u32>,
+    pub(crate) foreground: bool,
 }
 
 /// The default cap on captured bytes per stream (64 MiB); the rest is counted
@@ -98,6 +99,7 @@ impl Command {
             backend: BackendChoice::Auto,
             leftovers: Leftovers::default(),
             capture_limit: DEFAULT_CAPTURE_LIMIT,
+            foreground: false,
             watchdog: true,
             ledger: true,
             uid: None,
@@ -166,9 +168,11 @@ impl Command {
         self
     }
 
-    /// Sets the first signal of the termination (default `SIGTERM`).
-    pub fn signal(mut self, signal: Signal) -> Self {
-        self.policy.signal = signal;
+    /// Sets the first signal of the termination (default `SIGTERM`); `None`
+    /// sends nothing and only starts the grace before `SIGKILL` (GNU
+    /// `timeout -s 0`).
+    pub fn signal(mut self, signal: impl Into<Option<Signal>>) -> Self {
+        self.policy.signal = signal.into();
         self
     }
 
@@ -212,6 +216,18 @@ impl Command {
     /// Keeps at most this many bytes per captured stream.
     pub fn capture_limit(mut self, bytes: usize) -> Self {
         self.capture_limit = bytes;
+        self
+    }
+
+    /// Whether the leader must stay in the caller's process group (default
+    /// off), so that, when the caller runs in a terminal's foreground, the
+    /// command can read the terminal and gets its signals (GNU `timeout
+    /// --foreground`). The cgroup and subreaper backends always leave the
+    /// leader there and still end the whole tree; the group backend needs a
+    /// process group of its own, so with this on it is never chosen, and
+    /// asking for it is [`Error::BackendUnavailable`](crate::error::Error).
+    pub fn foreground(mut self, on: bool) -> Self {
+        self.foreground = on;
         self
     }
 

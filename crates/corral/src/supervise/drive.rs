@@ -248,7 +248,7 @@ mod tests {
     }
 
     const POLICY: Policy = Policy {
-        signal: Signal::TERM,
+        signal: Some(Signal::TERM),
         grace: Duration::from_secs(5),
         final_bound: Duration::from_secs(2),
     };

@@ -77,7 +77,7 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
     }
     owner::startup_sweep();
     let mut registration = Registration::new(&command);
-    let prepared = contain::prepare(command.backend, &mut |path| {
+    let prepared = contain::prepare(command.backend, command.foreground, &mut |path| {
         registration.cgroup_reserved(path)
     })?;
     let backend = prepared.backend();
