@@ -1,5 +1,6 @@
 //! `corral run`: the command as an owned tree, with `timeout(1)`'s interface.
 
+pub mod gnu;
 mod report;
 
 use std::{pin::pin, time::Instant};
@@ -19,6 +20,7 @@ use crate::{
     },
     run::report::NotRun,
     text::printable,
+    timeout,
 };
 
 /// Runs the command as a dedicated supervisor. `parent` is corral's parent
@@ -27,7 +29,8 @@ use crate::{
 /// # Errors
 /// When corral itself fails before or around the run (exit status 125).
 pub fn main(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
-    let sink = startup::supervisor(&args.report, args.verbose)?;
+    // As `timeout`, -v is GNU's lines only, not corral's debug log.
+    let sink = startup::supervisor(&args.report, args.verbose && args.timeout_name.is_none())?;
     startup::supervise(run(args, parent, sink))
 }
 
@@ -62,8 +65,18 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
         Ok(child) => child,
         Err(error) => {
             let status = Status::of_spawn_error(&error);
-            let message = spawn_message(&error);
-            say!("{message}");
+            let message = match &args.timeout_name {
+                Some(name) => {
+                    let message = timeout::spawn_message(&args.command, &error);
+                    timeout::say(name, &message);
+                    message
+                }
+                None => {
+                    let message = spawn_message(&error);
+                    say!("{message}");
+                    message
+                }
+            };
             let why = NotRun::SpawnFailed { error: message };
             let report = report::not_run(&args.command, why, status, started.elapsed());
             sink::deliver(sink, &report);
@@ -76,7 +89,7 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
         biased;
         result = &mut wait => (result, None),
         signal = signals.recv() => {
-            if args.verbose {
+            if args.verbose && args.timeout_name.is_none() {
                 say!("received {signal}; ending the tree");
             }
             cancel.cancel();
@@ -90,6 +103,10 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
         args.preserve_status,
         received,
     );
+    let status = match args.timeout_name {
+        Some(_) => status.as_gnu(finished.leader),
+        None => status,
+    };
     tell(args, &finished);
     let notes = received
         .map(|signal| format!("corral received {signal} and ended the tree"))
@@ -111,7 +128,8 @@ fn command(args: &RunArgs, cancel: CancellationToken) -> anyhow::Result<corral::
         .stdin(Input::Inherit)
         .stdout(Output::Inherit)
         .stderr(Output::Inherit)
-        .signal(args.signal)
+        .signal(args.signal.0)
+        .foreground(args.foreground)
         .grace(args.kill_after)
         .final_bound(args.final_bound)
         .backend(args.backend.choice())
@@ -146,7 +164,9 @@ fn spawn_message(error: &Error) -> String {
 /// survivors always.
 fn tell(args: &RunArgs, finished: &Finished) {
     let report = &finished.report;
-    if args.verbose {
+    if let (true, Some(name)) = (args.verbose, &args.timeout_name) {
+        timeout::tell_signals(name, &args.command, finished, args.signal);
+    } else if args.verbose {
         for sent in &report.signals {
             let whom = match sent.delivered {
                 Some(1) => "1 process".to_owned(),
