@@ -311,21 +311,42 @@ pub fn error_line(error: &clap::Error) -> String {
 fn run_after_help() -> String {
     format!(
         "{}\n\
+         Forms: GNU timeout's `corral run [OPTIONS] DURATION COMMAND [ARGS]...` (options end\n\
+         at the first operand: `corral run 10 sleep -s` passes -s to sleep; long options\n\
+         may be abbreviated, --kill=1; values attached or not, -sKILL, -k1), or corral's\n\
+         `corral run [OPTIONS] [-t DURATION] -- COMMAND [ARGS]...`, where everything after\n\
+         `--` is the command (no -t: no limit).\n\
+         \n\
          DURATION: a number, fraction allowed, with an optional unit s (the default), m,\n\
-         h, d or ms; or a compound with a unit on every part, e.g. 1m30s, 1s500ms.\n\
+         h, d or ms; or a compound with a unit on every part, e.g. 1m30s, 1s500ms; or\n\
+         anything GNU timeout takes: exponents and hex (2.34e+5d, 0x1p3), inf. Values\n\
+         beyond 2^32 s, and inf, mean no limit, as in GNU timeout.\n\
+         \n\
+         SIG: a name with or without SIG (TERM, SIGHUP, RTMIN+2, RTMAX-1) or a number\n\
+         from 1 to 64 (a number above 128 is read as a shell status: 137 is KILL); 0 or\n\
+         EXIT sends nothing at the deadline and only starts the --kill-after clock.\n\
          \n\
          Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to corral end the whole tree\n\
          with the same policy (SIGNAL, then SIGKILL after --kill-after), then corral\n\
          exits 128+N. A signal ignored when corral starts (as under nohup) stays ignored,\n\
          and the command inherits that. If corral's parent dies, that counts as SIGTERM.\n\
          \n\
-         Differences from timeout(1): the whole tree is ended, not just the command;\n\
+         Differences from timeout(1): the whole tree is ended, not just the command\n\
+         (with --foreground too, where timeout leaves the command's children running);\n\
          --kill-after defaults to 5s and 0 means SIGKILL at once; 124 is returned after\n\
          a timeout even with --signal KILL or when SIGKILL was needed (timeout gives 137);\n\
-         a script without #! is not run through sh (126).\n\
+         the command stays in corral's process group unless --backend group (as with\n\
+         timeout --foreground); a script without #! is not run through sh (126);\n\
+         `corral run -- 10 cmd` runs the command `10` (timeout reads 10 as DURATION);\n\
+         -v prints corral's own lines (as `timeout`, GNU's).\n\
+         \n\
+         As timeout: started under the name `timeout` (a symlink or a copy), corral is\n\
+         GNU timeout to the letter (options, messages, -v lines, 137 after a forced kill)\n\
+         and still ends the whole tree; `timeout --help` lists what differs. Install:\n  \
+           ln -s \"$(command -v corral)\" ~/.local/bin/timeout\n\
          \n\
          Examples:\n  \
-           corral run -t 10s -- make test\n  \
+           corral run 10s make test\n  \
            corral run -t 1m30s -k 500ms --report run.json -- ./job.sh\n  \
            nohup corral run -t 2h -- ./backup.sh &",
         exit::RUN.help()

@@ -70,10 +70,6 @@ fn output(who: Who, args: &[&str]) -> Output {
     command(who, args).output().expect("run")
 }
 
-fn status(who: Who, args: &[&str]) -> i32 {
-    shell_status(output(who, args).status)
-}
-
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
