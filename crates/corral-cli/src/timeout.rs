@@ -311,8 +311,8 @@ EXIT status:
   137  if COMMAND is sent the KILL (9) signal (128+9)
   -    the exit status of COMMAND otherwise
 
-This is corral started as 'timeout'. How it differs
-from GNU timeout 9.1, and why:
+This is corral started as 'timeout'. How it differs from GNU timeout 9.1, and
+why:
   - the whole process tree is ended, setsid and double-fork escapes included
     (what corral is for); with --foreground too, where GNU leaves the
     command's children running;
@@ -322,7 +322,12 @@ from GNU timeout 9.1, and why:
     subreaper backends), as with GNU's --foreground, and timeout itself does
     not die of the signal it forwards: the status is an exit code (124, 137,
     128+N) where GNU sometimes kills itself with the same signal; $? is the same;
-  - -v lines are written when the tree is gone, not as each signal is sent;
+  - -v lines are written when the tree is gone, not as each signal is sent
+    (the library reports the signals once the cleanup is over);
+  - no \"the monitored command dumped core\" line (the library reports the
+    signal, not the core dump);
+  - DURATION runs on the monotonic clock: time the machine spends suspended
+    does not count (GNU's timer runs on the wall clock);
   - a script without #! is not run through sh (126), as in corral run;
   - SIGNAL may be 32 or 33 with corral run, not here (glibc names neither);
   - -f and -p are accepted (GNU added them after 9.1).
