@@ -19,8 +19,8 @@ use crate::{
     kit::{exit::Status, sink::ReportArgs, startup},
 };
 
-/// GNU `timeout`'s options: 9.1's, plus `-f` and `-p` (GNU 9.6 added
-/// them).
+/// GNU `timeout`'s options: 9.1's, plus `-f` and `-p`, which later GNU
+/// releases accept (POSIX.1-2024's `timeout` has both).
 const OPTIONS: &[Opt] = &[
     opt(Some('f'), "foreground", false),
     opt(Some('k'), "kill-after", true),
@@ -330,7 +330,7 @@ why:
     does not count (GNU's timer runs on the wall clock);
   - a script without #! is not run through sh (126), as in corral run;
   - SIGNAL may be 32 or 33 with corral run, not here (glibc names neither);
-  - -f and -p are accepted (GNU added them after 9.1).
+  - -f and -p are accepted, as by GNU releases after 9.1 (POSIX.1-2024).
 The rest (options, DURATION syntax, messages, exit statuses) is GNU's.
 Install: ln -s \"$(command -v corral)\" ~/.local/bin/timeout
 ",
