@@ -143,26 +143,23 @@ fn interval(text: &OsStr) -> Result<Duration, String> {
         .ok_or_else(|| format!("invalid time interval {}", quote(text)))
 }
 
-/// `-v`: GNU's line for each signal sent, in order; `EXIT` when `-s 0`
-/// sent nothing at the deadline.
-pub fn tell_signals(
+/// `-v`: what says GNU's line for each signal as it is sent (`EXIT` when
+/// `-s 0` sends nothing at the deadline), for `corral::Command::on_signal`.
+pub fn verbose(
     name: &str,
     command: &[OsString],
-    finished: &corral::Finished,
-    first: FirstSignal,
-) {
+) -> impl Fn(Option<Signal>) + Send + Sync + 'static {
     let program = quote(command.first().map_or(OsStr::new(""), OsString::as_os_str));
-    let sent = &finished.report.signals;
-    if first.0.is_none() && finished.outcome == corral::Outcome::TimedOut {
-        say(name, &format!("sending signal EXIT to command {program}"));
-    }
-    for signal in sent {
-        let label = signal
-            .signal
-            .gnu_name()
-            .unwrap_or_else(|| signal.signal.number().to_string());
+    let name = name.to_owned();
+    move |signal: Option<Signal>| {
+        let label = match signal {
+            None => "EXIT".to_owned(),
+            Some(signal) => signal
+                .gnu_name()
+                .unwrap_or_else(|| signal.number().to_string()),
+        };
         say(
-            name,
+            &name,
             &format!("sending signal {label} to command {program}"),
         );
     }
@@ -322,8 +319,8 @@ why:
     subreaper backends), as with GNU's --foreground, and timeout itself does
     not die of the signal it forwards: the status is an exit code (124, 137,
     128+N) where GNU sometimes kills itself with the same signal; $? is the same;
-  - -v lines are written when the tree is gone, not as each signal is sent
-    (the library reports the signals once the cleanup is over);
+  - -v also says the signals sent to what COMMAND left behind when it
+    exited by itself (GNU sends none);
   - no \"the monitored command dumped core\" line (the library reports the
     signal, not the core dump);
   - DURATION runs on the monotonic clock: time the machine spends suspended

@@ -248,6 +248,37 @@ fn verbose_lines_are_gnus() {
     assert_eq!(stderr(&ours.expect("run")), stderr(&gnu.expect("run")));
 }
 
+/// Each -v line comes as its signal is sent, as GNU's do: the TERM line
+/// at the deadline, the KILL line after -k.
+#[test]
+fn verbose_lines_come_as_each_signal_is_sent() {
+    let args = ["-v", "-k", "3", "0.2", "sh", "-c", "trap '' TERM; sleep 10"];
+    let mut child = command(Who::Timeout, &args).spawn().expect("spawn");
+    let started = Instant::now();
+    let lines = Lines::new(child.stderr.take().expect("stderr"));
+    let mut guard = Guard::new(child);
+    let first = lines
+        .next(Duration::from_secs(2))
+        .expect("the TERM line, before the KILL");
+    assert_eq!(
+        first.trim_end(),
+        "timeout: sending signal TERM to command 'sh'"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let second = lines.next(Duration::from_secs(10)).expect("the KILL line");
+    assert_eq!(
+        second.trim_end(),
+        "timeout: sending signal KILL to command 'sh'"
+    );
+    assert!(started.elapsed() >= Duration::from_secs(3));
+    let status = guard.wait_exit(Duration::from_secs(10)).expect("exits");
+    assert_eq!(shell_status(status), 137);
+}
+
 #[test]
 fn help_and_version() {
     let help = output(Who::Timeout, &["--help"]);

@@ -134,6 +134,10 @@ fn command(args: &RunArgs, cancel: CancellationToken) -> anyhow::Result<corral::
         .final_bound(args.final_bound)
         .backend(args.backend.choice())
         .cancel_on(cancel);
+    let command = match (&args.timeout_name, args.verbose) {
+        (Some(name), true) => command.on_signal(timeout::verbose(name, &args.command)),
+        _ => command,
+    };
     let command = match &args.user {
         Some(spec) => {
             let ids = crate::user::resolve(spec)?;
@@ -164,9 +168,8 @@ fn spawn_message(error: &Error) -> String {
 /// survivors always.
 fn tell(args: &RunArgs, finished: &Finished) {
     let report = &finished.report;
-    if let (true, Some(name)) = (args.verbose, &args.timeout_name) {
-        timeout::tell_signals(name, &args.command, finished, args.signal);
-    } else if args.verbose {
+    // As `timeout`, -v lines were said as each signal went (see `command`).
+    if args.verbose && args.timeout_name.is_none() {
         for sent in &report.signals {
             let whom = match sent.delivered {
                 Some(1) => "1 process".to_owned(),

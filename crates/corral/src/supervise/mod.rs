@@ -397,7 +397,15 @@ impl Supervision {
 
     /// Applies the policy until the tree is empty or the final bound passes.
     async fn terminate(&mut self, report: &mut CleanupReport) {
-        drive::terminate(&mut self.tree, self.command.policy, self.started, report).await;
+        let on_signal = &self.command.on_signal;
+        drive::terminate(
+            &mut self.tree,
+            self.command.policy,
+            self.started,
+            report,
+            on_signal,
+        )
+        .await;
     }
 
     /// Ends the members that moved themselves out of the leaf cgroup, and
