@@ -361,7 +361,136 @@ fn gnu_durations() {
     row_all(&["2e-1", "sleep", "10"], 124);
 }
 
+/// Which DURATIONs are accepted, and which refused, is GNU's, form by form.
+#[test]
+fn durations_are_accepted_and_refused_as_gnu_does() {
+    for limit in [
+        "1",
+        "1.5",
+        ".5",
+        "5.",
+        "1e1",
+        "1E1",
+        "1e+1",
+        "1e-1",
+        "0x1",
+        "0X1P1",
+        "0x.8",
+        "0x1p",
+        "0x",
+        "1e",
+        "inf",
+        "INF",
+        "Infinity",
+        "infinit",
+        "infd",
+        "nan",
+        "NaN(1)",
+        "-0",
+        "-0.0",
+        "+0",
+        " 1",
+        "\t1",
+        "1 ",
+        "1s",
+        "1m",
+        "1h",
+        "1d",
+        "1S",
+        "1ms",
+        "1ss",
+        "",
+        ".",
+        "e1",
+        "1..",
+        "\u{ff11}",
+        "0x1.8p-1s",
+        "1e-10000",
+        "1e400",
+        "4294967296",
+        "1e99999999999",
+        "99999999999999999999999",
+        "-1",
+        "--1",
+        "+-1",
+        "0b1",
+        "1_000",
+        "1,5",
+    ] {
+        let gnu = output(Who::Gnu, &[limit, "true"]);
+        let ours = output(Who::Timeout, &[limit, "true"]);
+        assert_eq!(
+            shell_status(ours.status),
+            shell_status(gnu.status),
+            "{limit:?}: {}",
+            stderr(&ours)
+        );
+        assert_eq!(stderr(&ours), stderr(&gnu), "{limit:?}");
+    }
+}
+
 // Signals.
+
+/// Which SIGNALs are accepted, and which refused, is GNU's, form by form.
+#[test]
+fn signals_are_accepted_and_refused_as_gnu_does() {
+    for signal in [
+        "HUP",
+        "hup",
+        "SIGHUP",
+        "sighup",
+        "1",
+        "0",
+        "EXIT",
+        "SIGEXIT",
+        "64",
+        "65",
+        "32",
+        "33",
+        "34",
+        "RTMIN",
+        "RTMIN+0",
+        "RTMIN2",
+        "RTMIN+30",
+        "RTMIN+31",
+        "RTMAX-30",
+        "RTMAX-31",
+        "RTMAX+1",
+        "RTMIN-1",
+        "RTMAX",
+        "137",
+        "128",
+        "255",
+        "256",
+        "265",
+        "CLD",
+        "IOT",
+        "POLL",
+        "IO",
+        "STKFLT",
+        "PWR",
+        "SIGRTMIN+2",
+        "SIG",
+        "",
+        "+15",
+        " 15",
+        "15 ",
+        "1.5",
+        "KILLX",
+        "SIGSIGTERM",
+        "99999999999999999999",
+    ] {
+        let gnu = output(Who::Gnu, &["-s", signal, "10", "true"]);
+        let ours = output(Who::Timeout, &["-s", signal, "10", "true"]);
+        assert_eq!(
+            shell_status(ours.status),
+            shell_status(gnu.status),
+            "{signal:?}: {}",
+            stderr(&ours)
+        );
+        assert_eq!(stderr(&ours), stderr(&gnu), "{signal:?}");
+    }
+}
 
 /// `-s 0` sends nothing at the deadline and only starts the -k clock.
 #[test]

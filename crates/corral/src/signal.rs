@@ -131,9 +131,14 @@ impl Signal {
                 return Err(error());
             }
             let number: i32 = input.parse().map_err(|_| error())?;
-            // `WIFSIGNALED` and `WTERMSIG` of the number, as GNU does.
-            let low = number & 0x7f;
-            if low != 0 && low != 0x7f { low } else { number }
+            // A shell status, as GNU 9.1 reads one (measured on every
+            // number to 1100): 128+N is N, and from 256 on only the low
+            // byte counts.
+            match number {
+                256.. => number & 0xff,
+                128.. => number - 128,
+                _ => number,
+            }
         } else {
             let upper = input.to_ascii_uppercase();
             match by_name(&upper).or_else(|| upper.strip_prefix("SIG").and_then(by_name)) {
@@ -325,6 +330,15 @@ mod tests {
         assert_eq!(Signal::parse_or_none("sigexit"), Ok(None));
         assert_eq!(Signal::parse_or_none("137"), Ok(Some(Signal::KILL)));
         assert_eq!(Signal::parse_or_none("265"), Ok(Some(Signal::KILL)));
+        assert_eq!(Signal::parse_or_none("128"), Ok(None));
+        assert_eq!(Signal::parse_or_none("65536"), Ok(None));
+        assert_eq!(
+            Signal::parse_or_none("300").map(|s| s.map(Signal::number)),
+            Ok(Some(44))
+        );
+        for refused in ["127", "200", "255", "384", "385", "1000", "2147483648"] {
+            assert!(Signal::parse_or_none(refused).is_err(), "{refused}");
+        }
         assert!(Signal::parse_or_none(" 15").is_err());
         assert!(Signal::parse_or_none("15x").is_err());
         assert!(Signal::parse_or_none("").is_err());
