@@ -295,7 +295,8 @@ pub fn error_line(error: &clap::Error) -> String {
     }
     let hint = match error.kind() {
         ErrorKind::MissingRequiredArgument | ErrorKind::UnknownArgument if !had_tip => {
-            "; the command goes after `--`, e.g. corral run -t 10s -- sleep 20"
+            "; the command goes after DURATION or after `--`, e.g. corral run 10s sleep 20 \
+             or corral run -t 10s -- sleep 20"
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
             text = "no subcommand given".to_owned();

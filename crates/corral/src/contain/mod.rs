@@ -83,7 +83,7 @@ pub(crate) fn probe_subreaper() -> Result<(), String> {
 /// group.
 const FOREGROUND_GROUP: &str = "it puts the command in a process group of its own, so the \
     command cannot stay in the terminal's foreground (--foreground); the cgroup and \
-    subreaper backends can (see corral capabilities)";
+    subreaper backends can";
 
 /// Prepares the chosen backend. With `foreground` (the leader stays in the
 /// caller's process group), the group backend is refused: it needs a
