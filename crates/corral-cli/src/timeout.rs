@@ -327,7 +327,8 @@ why:
     does not count (GNU's timer runs on the wall clock);
   - a script without #! is not run through sh (126), as in corral run;
   - SIGNAL may be 32 or 33 with corral run, not here (glibc names neither);
-  - -f and -p are accepted, as by GNU releases after 9.1 (POSIX.1-2024).
+  - -f and -p are accepted, as by GNU releases after 9.1 (POSIX.1-2024);
+  - --help and --version are corral's own words (it is not GNU coreutils).
 The rest (options, DURATION syntax, messages, exit statuses) is GNU's.
 Install: ln -s \"$(command -v corral)\" ~/.local/bin/timeout
 ",
