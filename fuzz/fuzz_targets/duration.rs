@@ -8,13 +8,15 @@
 //!   or as milliseconds with six, parses to the same value;
 //! - a non-zero value never turns into zero ("no limit"): the result is zero
 //!   exactly when the input has no non-zero digit;
-//! - surrounding ASCII whitespace does not matter.
+//! - surrounding ASCII whitespace does not matter;
+//! - `parse_gnu` and `parse_lenient` never panic, and `parse_lenient`
+//!   agrees with `parse` wherever `parse` accepts.
 
 #![no_main]
 
 use std::time::Duration;
 
-use corral::duration::{MAX_SECS, parse};
+use corral::duration::{MAX_SECS, parse, parse_gnu, parse_lenient};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -22,6 +24,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let result = parse(text);
+    let _ = parse_gnu(text);
+    if let Ok(duration) = result {
+        assert_eq!(parse_lenient(text), Ok(duration), "{text:?}");
+    }
     assert_eq!(
         parse(&format!(" \t{text}\n ")),
         result,

@@ -15,6 +15,7 @@ const LONG_VERSION: &str = concat!(
 
 const EXAMPLES: &str = "\
 Examples:
+  corral run 10s make test
   corral run --timeout 10s -- make test
   corral run -t 1m30s -k 2s -- ./server --port 8080
   corral run -t 5 -s INT --report run.json -- python3 job.py
@@ -42,7 +43,11 @@ pub struct Cli {
 pub enum Command {
     /// Run COMMAND with a time limit, like timeout(1), and end its whole
     /// process tree (setsid and double-fork escapes included).
-    #[command(after_help = run_after_help())]
+    #[command(
+        after_help = run_after_help(),
+        override_usage = "corral run [OPTIONS] DURATION COMMAND [ARGS]...\n       \
+                          corral run [OPTIONS] [-t DURATION] -- COMMAND [ARGS]..."
+    )]
     Run(RunArgs),
     /// Say which containment backends this machine offers, and why not the
     /// others.
@@ -100,29 +105,38 @@ pub struct LedgerArgs {
 pub struct RunArgs {
     /// End the tree when this much time has passed. 0 (the default) means no
     /// limit; what the command leaves behind is still ended when it exits.
-    #[arg(short, long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true, default_value = "0")]
+    /// In GNU's form, DURATION comes first instead.
+    #[arg(short, long, value_name = "DURATION", value_parser = duration::parse_lenient, allow_hyphen_values = true, default_value = "0")]
     pub timeout: Duration,
 
     /// Send SIGKILL this long after SIGNAL if the tree has not ended. Unlike
     /// timeout(1), corral never waits forever: the default is 5s, and 0
     /// sends SIGKILL at once instead of SIGNAL.
-    #[arg(short, long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true, default_value = "5s")]
+    #[arg(short, long, value_name = "DURATION", value_parser = duration::parse_lenient, allow_hyphen_values = true, default_value = "5s")]
     pub kill_after: Duration,
 
     /// After SIGKILL, wait at most this long for the tree to be gone, then
     /// exit anyway and report the survivors (processes stuck in the kernel).
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true, default_value = "1s")]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse_lenient, allow_hyphen_values = true, default_value = "1s")]
     pub final_bound: Duration,
 
     /// The first signal sent to every process of the tree: a name (TERM,
-    /// SIGTERM) or a number.
-    #[arg(short, long, value_name = "SIG", default_value = "TERM")]
-    pub signal: corral::Signal,
+    /// SIGTERM, RTMIN+2) or a number, as `kill -l` lists them; 0 (or EXIT)
+    /// sends none and only starts the --kill-after clock.
+    #[arg(short, long, value_name = "SIG", default_value = "TERM", value_parser = parse_signal)]
+    pub signal: FirstSignal,
 
     /// Exit with the command's own status even after a timeout (the exit
     /// code, or 128+N if it died of signal N) instead of 124.
-    #[arg(long)]
+    #[arg(short, long)]
     pub preserve_status: bool,
+
+    /// Keep the command in corral's process group, so that from a script
+    /// run in a terminal it can read the terminal and gets its signals (as
+    /// timeout --foreground). corral's cgroup and subreaper backends always
+    /// do, and still end the whole tree; with --backend group it is refused.
+    #[arg(short, long)]
+    pub foreground: bool,
 
     /// Say on standard error what corral does (each signal sent). RUST_LOG
     /// overrides the log filter.
@@ -145,6 +159,11 @@ pub struct RunArgs {
     #[command(flatten)]
     pub report: ReportArgs,
 
+    /// Set when corral runs as `timeout` (its `argv[0]`): GNU's messages,
+    /// prefixed with this name, and GNU's 137 after an escalation.
+    #[arg(skip)]
+    pub timeout_name: Option<String>,
+
     /// The command and its arguments, after `--`.
     #[arg(
         last = true,
@@ -154,6 +173,22 @@ pub struct RunArgs {
         allow_hyphen_values = true
     )]
     pub command: Vec<OsString>,
+}
+
+/// `--signal`: the first signal, or none (GNU's `-s 0`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FirstSignal(pub Option<corral::Signal>);
+
+/// Parses `--signal` as GNU does (see [`corral::Signal::parse_or_none`]),
+/// with surrounding spaces allowed.
+fn parse_signal(input: &str) -> Result<FirstSignal, corral::ParseSignalError> {
+    match corral::Signal::parse_or_none(input.trim()) {
+        Ok(signal) => Ok(FirstSignal(signal)),
+        // The error names what was given.
+        Err(_) => input
+            .parse::<corral::Signal>()
+            .map(|s| FirstSignal(Some(s))),
+    }
 }
 
 /// `corral mcp wrap`: relay an MCP client (stdin/stdout) to a stdio MCP
@@ -260,7 +295,8 @@ pub fn error_line(error: &clap::Error) -> String {
     }
     let hint = match error.kind() {
         ErrorKind::MissingRequiredArgument | ErrorKind::UnknownArgument if !had_tip => {
-            "; the command goes after `--`, e.g. corral run -t 10s -- sleep 20"
+            "; the command goes after DURATION or after `--`, e.g. corral run 10s sleep 20 \
+             or corral run -t 10s -- sleep 20"
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
             text = "no subcommand given".to_owned();
@@ -276,8 +312,20 @@ pub fn error_line(error: &clap::Error) -> String {
 fn run_after_help() -> String {
     format!(
         "{}\n\
+         Forms: GNU timeout's `corral run [OPTIONS] DURATION COMMAND [ARGS]...` (options end\n\
+         at the first operand: `corral run 10 sleep -s` passes -s to sleep; long options\n\
+         may be abbreviated, --kill=1; values attached or not, -sKILL, -k1), or corral's\n\
+         `corral run [OPTIONS] [-t DURATION] -- COMMAND [ARGS]...`, where everything after\n\
+         `--` is the command (no -t: no limit).\n\
+         \n\
          DURATION: a number, fraction allowed, with an optional unit s (the default), m,\n\
-         h, d or ms; or a compound with a unit on every part, e.g. 1m30s, 1s500ms.\n\
+         h, d or ms; or a compound with a unit on every part, e.g. 1m30s, 1s500ms; or\n\
+         anything GNU timeout takes: exponents and hex (2.34e+5d, 0x1p3), inf. Values\n\
+         beyond 2^32 s, and inf, mean no limit, as in GNU timeout.\n\
+         \n\
+         SIG: a name with or without SIG (TERM, SIGHUP, RTMIN+2, RTMAX-1) or a number\n\
+         from 1 to 64 (a number above 128 is read as a shell status: 137 is KILL); 0 or\n\
+         EXIT sends nothing at the deadline and only starts the --kill-after clock.\n\
          \n\
          Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to corral end the whole tree\n\
          with the same policy (SIGNAL, then SIGKILL after --kill-after), then corral\n\
@@ -292,15 +340,24 @@ fn run_after_help() -> String {
          that counts as SIGTERM. A standard error that cannot be written drops -v lines\n\
          and warnings.\n\
          \n\
-         Differences from timeout(1): the whole tree is ended, not just the command;\n\
+         Differences from timeout(1): the whole tree is ended, not just the command\n\
+         (with --foreground too, where timeout leaves the command's children running);\n\
          signals timeout(1) dies of (USR1, USR2, PIPE, real-time, ...) leaving its\n\
          command running are passed on (PIPE: ignored) and corral lives on;\n\
          --kill-after defaults to 5s and 0 means SIGKILL at once; 124 is returned after\n\
          a timeout even with --signal KILL or when SIGKILL was needed (timeout gives 137);\n\
-         a script without #! is not run through sh (126).\n\
+         the command stays in corral's process group unless --backend group (as with\n\
+         timeout --foreground); a script without #! is not run through sh (126);\n\
+         `corral run -- 10 cmd` runs the command `10` (timeout reads 10 as DURATION);\n\
+         -v prints corral's own lines (as `timeout`, GNU's).\n\
+         \n\
+         As timeout: started under the name `timeout` (a symlink or a copy), corral is\n\
+         GNU timeout to the letter (options, messages, -v lines, 137 after a forced kill)\n\
+         and still ends the whole tree; `timeout --help` lists what differs. Install:\n  \
+           ln -s \"$(command -v corral)\" ~/.local/bin/timeout\n\
          \n\
          Examples:\n  \
-           corral run -t 10s -- make test\n  \
+           corral run 10s make test\n  \
            corral run -t 1m30s -k 500ms --report run.json -- ./job.sh\n  \
            nohup corral run -t 2h -- ./backup.sh &",
         exit::RUN.help()
@@ -326,7 +383,7 @@ mod tests {
         let policy = corral::Policy::default();
         assert_eq!(run.kill_after, policy.grace);
         assert_eq!(run.final_bound, policy.final_bound);
-        assert_eq!(run.signal, policy.signal);
+        assert_eq!(run.signal.0, policy.signal);
         assert_eq!(run.timeout, Duration::ZERO);
         assert_eq!(run.command, ["true"]);
     }

@@ -14,11 +14,13 @@ macro_rules! say {
 
 mod capabilities;
 mod cli;
+mod getopt;
 mod kit;
 mod ledger;
 mod mcp;
 mod run;
 mod text;
+mod timeout;
 mod user;
 
 use std::process::ExitCode;
@@ -32,7 +34,17 @@ use crate::{
 
 fn main() -> ExitCode {
     let parent = startup::begin();
-    let cli = match Cli::try_parse() {
+    if let Some(name) = timeout::invoked_as() {
+        return timeout::main(name, parent);
+    }
+    let args = match run::gnu::rewrite(std::env::args_os().collect()) {
+        Ok(args) => args,
+        Err(message) => {
+            say!("{message}");
+            return ExitCode::from(Status::Failed.code());
+        }
+    };
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(error) if error.exit_code() == 0 => {
             // --help, --version.

@@ -124,15 +124,30 @@ fn bad_duration_is_125() {
     );
     row_125(&["-t", "-1", "--", "true"], None, "negative");
     row_125(&["-t", "nan", "--", "true"], None, "finite");
-    row_125(&["-t", "inf", "--", "true"], None, "finite");
     row_125(&["-t", "", "--", "true"], None, "empty");
     row_125(&["-t", "5x", "--", "true"], Some(&["5x", "true"]), "unit");
-    row_125(&["-t", "99999999999", "--", "true"], None, "too large");
     row_125(&["-k", "1m30", "--", "true"], None, "--kill-after");
     row_125(
         &["--final-bound", "-2s", "--", "true"],
         None,
         "--final-bound",
+    );
+}
+
+/// GNU's saturation: `inf` and values beyond 2^32 s are no limit, not an
+/// error.
+#[test]
+fn infinite_and_huge_durations_mean_no_limit() {
+    row(&["-t", "inf", "--", "true"], Some(&["inf", "true"]), 0);
+    row(
+        &["-t", "99999999999", "--", "true"],
+        Some(&["99999999999", "true"]),
+        0,
+    );
+    row(
+        &["-k", "1e400", "--", "true"],
+        Some(&["-k", "1e400", "10", "true"]),
+        0,
     );
 }
 

@@ -1,6 +1,6 @@
 //! What to run and how to end it, as plain data.
 
-use std::{ffi::OsString, path::PathBuf, time::Duration};
+use std::{ffi::OsString, path::PathBuf, sync::Arc, time::Duration};
 
 use tokio_util::sync::CancellationToken;
 
@@ -75,6 +75,27 @@ pub struct Command {
     pub(crate) uid: Option<u32>,
     pub(crate) gid: Option<u32>,
     pub(crate) ignore_sigpipe: bool,
+    pub(crate) foreground: bool,
+    pub(crate) on_signal: OnSignal,
+}
+
+/// [`Command::on_signal`]'s callback.
+#[derive(Clone, Default)]
+pub(crate) struct OnSignal(Option<Arc<dyn Fn(Option<Signal>) + Send + Sync>>);
+
+impl OnSignal {
+    /// Calls the callback, if there is one.
+    pub(crate) fn call(&self, signal: Option<Signal>) {
+        if let Some(callback) = &self.0 {
+            callback(signal);
+        }
+    }
+}
+
+impl std::fmt::Debug for OnSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Some(..)" } else { "None" })
+    }
 }
 
 /// The default cap on captured bytes per stream (64 MiB); the rest is counted
@@ -99,6 +120,8 @@ impl Command {
             backend: BackendChoice::Auto,
             leftovers: Leftovers::default(),
             capture_limit: DEFAULT_CAPTURE_LIMIT,
+            foreground: false,
+            on_signal: OnSignal::default(),
             watchdog: true,
             ledger: true,
             uid: None,
@@ -168,9 +191,11 @@ impl Command {
         self
     }
 
-    /// Sets the first signal of the termination (default `SIGTERM`).
-    pub fn signal(mut self, signal: Signal) -> Self {
-        self.policy.signal = signal;
+    /// Sets the first signal of the termination (default `SIGTERM`); `None`
+    /// sends nothing and only starts the grace before `SIGKILL` (GNU
+    /// `timeout -s 0`).
+    pub fn signal(mut self, signal: impl Into<Option<Signal>>) -> Self {
+        self.policy.signal = signal.into();
         self
     }
 
@@ -214,6 +239,28 @@ impl Command {
     /// Keeps at most this many bytes per captured stream.
     pub fn capture_limit(mut self, bytes: usize) -> Self {
         self.capture_limit = bytes;
+        self
+    }
+
+    /// Whether the leader must stay in the caller's process group (default
+    /// off), so that, when the caller runs in a terminal's foreground, the
+    /// command can read the terminal and gets its signals (GNU `timeout
+    /// --foreground`). The cgroup and subreaper backends always leave the
+    /// leader there and still end the whole tree; the group backend needs a
+    /// process group of its own, so with this on it is never chosen, and
+    /// asking for it is [`Error::BackendUnavailable`](crate::error::Error).
+    pub fn foreground(mut self, on: bool) -> Self {
+        self.foreground = on;
+        self
+    }
+
+    /// Calls `callback` as the termination goes, just before each signal is
+    /// sent to the tree: `Some(signal)`, or `None` where the policy sends no
+    /// first signal and only starts the grace (GNU `timeout -v` says
+    /// `sending signal ...` at that moment, even for `-s 0`). It runs on the
+    /// supervising task: it must not block.
+    pub fn on_signal(mut self, callback: impl Fn(Option<Signal>) + Send + Sync + 'static) -> Self {
+        self.on_signal = OnSignal(Some(Arc::new(callback)));
         self
     }
 

@@ -17,8 +17,10 @@ use crate::signal::Signal;
 /// How a tree is terminated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Policy {
-    /// The first signal sent to every member (default `SIGTERM`).
-    pub signal: Signal,
+    /// The first signal sent to every member (default `SIGTERM`). `None`
+    /// sends nothing: the grace only starts (GNU `timeout -s 0`), and
+    /// `SIGKILL` follows it.
+    pub signal: Option<Signal>,
     /// How long members get to exit after [`Policy::signal`] before `SIGKILL`
     /// (default 5 s). Zero sends `SIGKILL` at once.
     #[serde(serialize_with = "crate::duration::secs")]
@@ -32,7 +34,7 @@ pub struct Policy {
 impl Default for Policy {
     fn default() -> Self {
         Self {
-            signal: Signal::TERM,
+            signal: Some(Signal::TERM),
             grace: Duration::from_secs(5),
             final_bound: Duration::from_secs(1),
         }
@@ -118,13 +120,15 @@ impl Escalation {
         }
         match self.phase {
             Phase::NotStarted => {
-                if self.policy.signal == Signal::KILL || self.policy.grace.is_zero() {
-                    self.kill(now)
-                } else {
-                    self.phase = Phase::Graceful {
-                        deadline: deadline_after(now, self.policy.grace),
-                    };
-                    Step::Signal(self.policy.signal)
+                if self.policy.signal == Some(Signal::KILL) || self.policy.grace.is_zero() {
+                    return self.kill(now);
+                }
+                let deadline = deadline_after(now, self.policy.grace);
+                self.phase = Phase::Graceful { deadline };
+                match self.policy.signal {
+                    Some(signal) => Step::Signal(signal),
+                    // No first signal: the grace runs, nothing is sent.
+                    None => Step::WaitUntil(deadline),
                 }
             }
             Phase::Graceful { deadline } if now >= deadline => self.kill(now),
@@ -154,7 +158,7 @@ mod tests {
 
     fn policy(grace_ms: u64, final_ms: u64) -> Policy {
         Policy {
-            signal: Signal::TERM,
+            signal: Some(Signal::TERM),
             grace: Duration::from_millis(grace_ms),
             final_bound: Duration::from_millis(final_ms),
         }
@@ -205,7 +209,7 @@ mod tests {
         let mut zero = Escalation::new(policy(0, 50));
         assert_eq!(zero.next(t0, false), Step::Kill);
         let mut kill = Escalation::new(Policy {
-            signal: Signal::KILL,
+            signal: Some(Signal::KILL),
             ..policy(1000, 50)
         });
         assert_eq!(kill.next(t0, false), Step::Kill);
@@ -226,6 +230,26 @@ mod tests {
             e.escalated(),
             "a kill that worked still counts as escalation"
         );
+    }
+
+    /// GNU's `-s 0`: nothing is sent at first, `SIGKILL` after the grace.
+    #[test]
+    fn no_first_signal_only_starts_the_grace() {
+        let t0 = Instant::now();
+        let mut e = Escalation::new(Policy {
+            signal: None,
+            ..policy(100, 50)
+        });
+        let end_of_grace = t0 + Duration::from_millis(100);
+        assert_eq!(e.next(t0, false), Step::WaitUntil(end_of_grace));
+        assert!(!e.escalated());
+        assert_eq!(e.next(end_of_grace, false), Step::Kill);
+        let mut obeys = Escalation::new(Policy {
+            signal: None,
+            ..policy(100, 50)
+        });
+        assert_eq!(obeys.next(t0, false), Step::WaitUntil(end_of_grace));
+        assert_eq!(obeys.next(t0, true), Step::Done);
     }
 
     /// The whole escalation never asks to wait past grace + final bound.
@@ -254,7 +278,7 @@ mod tests {
     fn duration_max_never_overflows() {
         let t0 = Instant::now();
         let p = Policy {
-            signal: Signal::TERM,
+            signal: Some(Signal::TERM),
             grace: Duration::MAX,
             final_bound: Duration::MAX,
         };
@@ -265,7 +289,7 @@ mod tests {
             |step| matches!(step, Step::WaitUntil(d) if d > t0 + Duration::from_secs(86_400 * 365));
         assert!(far(e.next(t0, false)));
         let mut kill = Escalation::new(Policy {
-            signal: Signal::KILL,
+            signal: Some(Signal::KILL),
             ..p
         });
         assert_eq!(kill.next(t0, false), Step::Kill);

@@ -150,6 +150,17 @@ impl Status {
         }
     }
 
+    /// The status as GNU `timeout` gives it (corral run as `timeout`): after
+    /// a timeout, 128+9 if the command died of `SIGKILL` (`-s KILL`, or the
+    /// escalation after `-k`), as GNU reports a forced kill; otherwise the
+    /// same as [`Status::of_run`]'s.
+    pub fn as_gnu(self, leader: Option<Exit>) -> Self {
+        match (self, leader) {
+            (Self::TimedOut, Some(Exit::Signal(Signal::KILL))) => Self::Signaled(Signal::KILL),
+            _ => self,
+        }
+    }
+
     /// The status of a `corral mcp wrap` that ended with `ending`; `received`
     /// is the signal behind [`Ending::Interrupted`], `outcome` and `leader`
     /// how the server's call ended.

@@ -1,5 +1,6 @@
 //! `corral run`: the command as an owned tree, with `timeout(1)`'s interface.
 
+pub mod gnu;
 mod report;
 
 use std::{pin::pin, time::Instant};
@@ -19,6 +20,7 @@ use crate::{
     },
     run::report::NotRun,
     text::printable,
+    timeout,
 };
 
 /// Runs the command as a dedicated supervisor. `parent` is corral's parent
@@ -29,7 +31,8 @@ use crate::{
 pub fn main(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
     // Still the only thread.
     signals::hold_unhandled();
-    let sink = startup::supervisor(&args.report, args.verbose)?;
+    // As `timeout`, -v is GNU's lines only, not corral's debug log.
+    let sink = startup::supervisor(&args.report, args.verbose && args.timeout_name.is_none())?;
     startup::supervise(run(args, parent, sink))
 }
 
@@ -64,8 +67,18 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
         Ok(child) => child,
         Err(error) => {
             let status = Status::of_spawn_error(&error);
-            let message = spawn_message(&error);
-            say!("{message}");
+            let message = match &args.timeout_name {
+                Some(name) => {
+                    let message = timeout::spawn_message(&args.command, &error);
+                    timeout::say(name, &message);
+                    message
+                }
+                None => {
+                    let message = spawn_message(&error);
+                    say!("{message}");
+                    message
+                }
+            };
             let why = NotRun::SpawnFailed { error: message };
             let report = report::not_run(&args.command, why, status, started.elapsed());
             sink::deliver(sink, &report);
@@ -74,6 +87,8 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
     };
 
     let control = child.control();
+    // As `timeout`, -v is GNU's lines only.
+    let corral_verbose = args.verbose && args.timeout_name.is_none();
     let mut wait = pin!(child.wait());
     let (result, received) = loop {
         tokio::select! {
@@ -81,21 +96,21 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
             result = &mut wait => break (result, None),
             signal = signals.recv() => match signals::meaning(signal) {
                 Meaning::End => {
-                    if args.verbose {
+                    if corral_verbose {
                         say!("received {signal}; ending the tree");
                     }
                     cancel.cancel();
                     break ((&mut wait).await, Some(signal));
                 }
                 Meaning::TimeUp => {
-                    if args.verbose {
+                    if corral_verbose {
                         say!("received {signal}: the time is up");
                     }
                     control.time_up();
                     break ((&mut wait).await, None);
                 }
                 Meaning::PassOn => {
-                    if args.verbose {
+                    if corral_verbose {
                         say!("received {signal}; passing it on to the tree");
                     }
                     control.signal(signal);
@@ -110,6 +125,10 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
         args.preserve_status,
         received,
     );
+    let status = match args.timeout_name {
+        Some(_) => status.as_gnu(finished.leader),
+        None => status,
+    };
     tell(args, &finished);
     let notes = received
         .map(|signal| format!("corral received {signal} and ended the tree"))
@@ -131,13 +150,18 @@ fn command(args: &RunArgs, cancel: CancellationToken) -> anyhow::Result<corral::
         .stdin(Input::Inherit)
         .stdout(Output::Inherit)
         .stderr(Output::Inherit)
-        .signal(args.signal)
+        .signal(args.signal.0)
+        .foreground(args.foreground)
         .grace(args.kill_after)
         .final_bound(args.final_bound)
         .backend(args.backend.choice())
         // As the parent left it for corral (Rust ignores it before `main`).
         .ignore_sigpipe(corral::host::sigpipe_ignored_at_start() == Some(true))
         .cancel_on(cancel);
+    let command = match (&args.timeout_name, args.verbose) {
+        (Some(name), true) => command.on_signal(timeout::verbose(name, &args.command)),
+        _ => command,
+    };
     let command = match &args.user {
         Some(spec) => {
             let ids = crate::user::resolve(spec)?;
@@ -168,7 +192,8 @@ fn spawn_message(error: &Error) -> String {
 /// survivors always.
 fn tell(args: &RunArgs, finished: &Finished) {
     let report = &finished.report;
-    if args.verbose {
+    // As `timeout`, -v lines were said as each signal went (see `command`).
+    if args.verbose && args.timeout_name.is_none() {
         for sent in &report.signals {
             let whom = match sent.delivered {
                 Some(1) => "1 process".to_owned(),

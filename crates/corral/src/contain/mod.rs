@@ -79,7 +79,15 @@ pub(crate) fn probe_subreaper() -> Result<(), String> {
     subreaper::probe()
 }
 
-/// Prepares the chosen backend.
+/// Why the group backend cannot keep the leader in the caller's process
+/// group.
+const FOREGROUND_GROUP: &str = "it puts the command in a process group of its own, so the \
+    command cannot stay in the terminal's foreground (--foreground); the cgroup and \
+    subreaper backends can";
+
+/// Prepares the chosen backend. With `foreground` (the leader stays in the
+/// caller's process group), the group backend is refused: it needs a
+/// process group of its own.
 ///
 /// `reserve` hears the path of a cgroup leaf before it is created (see
 /// `owner::Registration::cgroup_reserved`).
@@ -101,10 +109,18 @@ pub(crate) fn scannable() -> Result<(), String> {
 
 pub(crate) fn prepare(
     choice: BackendChoice,
+    foreground: bool,
     reserve: &mut dyn FnMut(&Path),
 ) -> Result<Prepared, Error> {
     let unavailable =
         |backend: Backend, reason: String| Error::BackendUnavailable { backend, reason };
+    let group = || {
+        if foreground {
+            Err(unavailable(Backend::Group, FOREGROUND_GROUP.to_owned()))
+        } else {
+            Ok(Prepared::Group)
+        }
+    };
     match choice {
         BackendChoice::Only(Backend::Cgroup) => cgroup::Leaf::create(reserve)
             .map(Prepared::Cgroup)
@@ -116,9 +132,10 @@ pub(crate) fn prepare(
             .and_then(|()| subreaper::Claim::acquire())
             .map(Prepared::Subreaper)
             .map_err(|reason| unavailable(Backend::Subreaper, reason)),
-        BackendChoice::Only(Backend::Group) => scannable()
-            .map(|()| Prepared::Group)
-            .map_err(|reason| unavailable(Backend::Group, reason)),
+        BackendChoice::Only(Backend::Group) => {
+            scannable().map_err(|reason| unavailable(Backend::Group, reason))?;
+            group()
+        }
         BackendChoice::Auto => {
             match cgroup::Leaf::create(reserve) {
                 Ok(leaf) => return Ok(Prepared::Cgroup(leaf)),
@@ -134,7 +151,7 @@ pub(crate) fn prepare(
                     Err(reason) => tracing::debug!(%reason, "subreaper backend unavailable"),
                 }
             }
-            Ok(Prepared::Group)
+            group()
         }
     }
 }

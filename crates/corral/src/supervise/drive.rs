@@ -9,6 +9,7 @@ use std::io;
 use tokio::time::Instant;
 
 use crate::{
+    command::OnSignal,
     contain::Tree,
     identity::ProcessInfo,
     outcome::{CleanupReport, SignalSent},
@@ -62,14 +63,17 @@ impl Members for Tree {
 
 /// Applies `policy` to `tree` until it is empty or the final bound passes,
 /// recording every signal (with its time since `started`), whether it
-/// escalated, survivors and notes in `report`.
+/// escalated, survivors and notes in `report`; `on_signal` hears of each
+/// signal just before it is sent (`None`: no first signal, the grace starts).
 pub(crate) async fn terminate(
     tree: &mut impl Members,
     policy: Policy,
     started: Instant,
     report: &mut CleanupReport,
+    on_signal: &OnSignal,
 ) {
     let mut escalation = Escalation::new(policy);
+    let mut first = true;
     loop {
         let empty = tree.is_empty().await.unwrap_or_else(|error| {
             report
@@ -77,9 +81,20 @@ pub(crate) async fn terminate(
                 .push(format!("checking the tree failed: {error}"));
             false
         });
-        match escalation.next(Instant::now(), empty) {
-            Step::Signal(signal) => send(tree, signal, started, report).await,
-            Step::Kill => send(tree, Signal::KILL, started, report).await,
+        let step = escalation.next(Instant::now(), empty);
+        if std::mem::take(&mut first) && matches!(step, Step::WaitUntil(_)) {
+            // The policy has no first signal: the grace starts here.
+            on_signal.call(None);
+        }
+        match step {
+            Step::Signal(signal) => {
+                on_signal.call(Some(signal));
+                send(tree, signal, started, report).await;
+            }
+            Step::Kill => {
+                on_signal.call(Some(Signal::KILL));
+                send(tree, Signal::KILL, started, report).await;
+            }
             Step::WaitUntil(deadline) => {
                 if let Err(error) = tree.wait_empty(deadline, escalation.killing()).await {
                     report
@@ -248,7 +263,7 @@ mod tests {
     }
 
     const POLICY: Policy = Policy {
-        signal: Signal::TERM,
+        signal: Some(Signal::TERM),
         grace: Duration::from_secs(5),
         final_bound: Duration::from_secs(2),
     };
@@ -256,7 +271,7 @@ mod tests {
     async fn run(tree: &mut Fake) -> (CleanupReport, Duration) {
         let started = Instant::now();
         let mut report = report();
-        terminate(tree, POLICY, started, &mut report).await;
+        terminate(tree, POLICY, started, &mut report, &OnSignal::default()).await;
         (report, started.elapsed())
     }
 
@@ -291,6 +306,39 @@ mod tests {
         );
         assert!(report.escalated);
         assert!(report.survivors.is_empty());
+    }
+
+    /// The callback hears each signal as it is sent, and `None` where the
+    /// policy has no first signal (GNU's `-s 0`, `sending signal EXIT`).
+    #[tokio::test(start_paused = true)]
+    async fn on_signal_hears_each_signal_when_it_is_sent() {
+        use std::sync::{Arc, Mutex};
+        for (first, heard) in [
+            (
+                Some(Signal::TERM),
+                vec![Some(Signal::TERM), Some(Signal::KILL)],
+            ),
+            (None, vec![None, Some(Signal::KILL)]),
+        ] {
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let sink = Arc::clone(&log);
+            let command = crate::command::Command::new("x").on_signal(move |signal| {
+                sink.lock().expect("log").push((signal, Instant::now()));
+            });
+            let mut tree = Fake::new(Some(Signal::KILL), Duration::ZERO);
+            let started = Instant::now();
+            let policy = Policy {
+                signal: first,
+                ..POLICY
+            };
+            let mut report = report();
+            terminate(&mut tree, policy, started, &mut report, &command.on_signal).await;
+            let log = log.lock().expect("log").clone();
+            let signals: Vec<Option<Signal>> = log.iter().map(|&(s, _)| s).collect();
+            assert_eq!(signals, heard);
+            let times: Vec<Duration> = log.iter().map(|&(_, at)| at - started).collect();
+            assert_eq!(times, vec![Duration::ZERO, POLICY.grace], "as it goes");
+        }
     }
 
     /// A tree nothing ends is given up at grace + final bound, with its

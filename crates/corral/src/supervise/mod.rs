@@ -90,7 +90,7 @@ fn spawn_tree(command: Command) -> Result<Child, Error> {
         return Err(Error::ChildrenAutoreaped);
     }
     let mut registration = Registration::new(&command);
-    let prepared = contain::prepare(command.backend, &mut |path| {
+    let prepared = contain::prepare(command.backend, command.foreground, &mut |path| {
         registration.cgroup_reserved(path)
     })?;
     let backend = prepared.backend();
@@ -438,7 +438,15 @@ impl Supervision {
 
     /// Applies the policy until the tree is empty or the final bound passes.
     async fn terminate(&mut self, report: &mut CleanupReport) {
-        drive::terminate(&mut self.tree, self.command.policy, self.started, report).await;
+        let on_signal = &self.command.on_signal;
+        drive::terminate(
+            &mut self.tree,
+            self.command.policy,
+            self.started,
+            report,
+            on_signal,
+        )
+        .await;
     }
 
     /// Ends the members that moved themselves out of the leaf cgroup, and

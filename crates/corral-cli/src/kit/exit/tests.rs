@@ -11,6 +11,22 @@ const EXITED_1: Outcome = Outcome::Exited { code: 1 };
 // `corral run`.
 
 #[test]
+fn as_timeout_a_forced_kill_after_a_timeout_is_137() {
+    let kill = Some(Exit::Signal(Signal::KILL));
+    assert_eq!(Status::TimedOut.as_gnu(kill).code(), 137);
+    assert_eq!(
+        Status::TimedOut
+            .as_gnu(Some(Exit::Signal(Signal::TERM)))
+            .code(),
+        124
+    );
+    assert_eq!(Status::TimedOut.as_gnu(None).code(), 124);
+    // Not a timeout: the command's own death stays what it was.
+    assert_eq!(Status::Exited(3).as_gnu(kill), Status::Exited(3));
+    assert_eq!(Status::Signaled(Signal::KILL).as_gnu(kill).code(), 137);
+}
+
+#[test]
 fn run_exited_is_the_commands_own_code() {
     assert_eq!(Status::Exited(0).code(), 0);
     assert_eq!(Status::Exited(3).code(), 3);

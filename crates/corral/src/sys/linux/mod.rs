@@ -26,9 +26,23 @@ fn pid(raw: i32) -> io::Result<Pid> {
     Pid::from_raw(raw).ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))
 }
 
+/// `signal` as rustix's, real-time signals (which rustix only builds
+/// unchecked) included. Used only to send a signal to other processes.
 fn rustix_signal(signal: Signal) -> io::Result<rustix::process::Signal> {
-    rustix::process::Signal::from_named_raw(signal.number())
-        .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
+    let number = signal.number();
+    if let Some(named) = rustix::process::Signal::from_named_raw(number) {
+        return Ok(named);
+    }
+    if !(1..=Signal::MAX).contains(&number) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: `number` is non-zero and a signal the kernel knows (1 to
+    // SIGRTMAX, checked just above and by `Signal`'s constructors). The
+    // value is only ever sent to other processes (`kill`, `killpg`,
+    // `pidfd_send_signal`), never used on this process's handlers or mask,
+    // which is what rustix's caveat about the C library's reserved signals
+    // is about.
+    Ok(unsafe { rustix::process::Signal::from_raw_unchecked(number) })
 }
 
 /// A real-time signal's number (`SIGRTMIN` to `SIGRTMAX`), which rustix

@@ -1,0 +1,595 @@
+//! corral as a drop-in for GNU `timeout(1)`: GNU's syntax in `corral run`,
+//! and corral started under the name `timeout` (a symlink to the built
+//! binary) behaving as GNU `timeout` 9.1 does, checked against
+//! `/usr/bin/timeout` where the two must agree. Every exit status of GNU's
+//! table is checked under both names.
+
+mod common;
+
+use std::{
+    ffi::OsStr,
+    os::unix::{fs::PermissionsExt, process::CommandExt},
+    path::PathBuf,
+    process::{Command, Output, Stdio},
+    sync::OnceLock,
+    time::{Duration, Instant},
+};
+
+use common::{ESCAPEES, GNU_TIMEOUT, assert_all_gone, corral, corral_path, escapees, shell_status};
+use corral_tests::{Guard, Lines, Scratch};
+
+/// A directory holding `timeout`, a symlink to the corral under test.
+fn link_dir() -> &'static Scratch {
+    static DIR: OnceLock<Scratch> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Scratch::new("gnu-timeout");
+        std::os::unix::fs::symlink(corral_path(), dir.path("timeout")).expect("symlink");
+        dir
+    })
+}
+
+fn link() -> PathBuf {
+    link_dir().path("timeout")
+}
+
+/// The three programs compared: GNU, corral as `timeout`, `corral run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Who {
+    Gnu,
+    Timeout,
+    CorralRun,
+}
+
+const ALL: [Who; 3] = [Who::Gnu, Who::Timeout, Who::CorralRun];
+
+/// `args` run by `who` in the C locale, with `argv[0]` `timeout` for both
+/// timeouts (so their messages can be compared word for word).
+fn command(who: Who, args: &[&str]) -> Command {
+    let mut command = match who {
+        Who::Gnu => Command::new(GNU_TIMEOUT),
+        Who::Timeout => Command::new(link()),
+        Who::CorralRun => {
+            let mut command = corral();
+            command.arg("run");
+            command
+        }
+    };
+    if who != Who::CorralRun {
+        command.arg0("timeout");
+    }
+    command
+        .args(args)
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+fn output(who: Who, args: &[&str]) -> Output {
+    command(who, args).output().expect("run")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Checks that each of `who` exits with `expected` for `args`.
+fn row(args: &[&str], expected: &[(Who, i32)]) {
+    for &(who, code) in expected {
+        let output = output(who, args);
+        assert_eq!(
+            shell_status(output.status),
+            code,
+            "{who:?} {args:?}: {}",
+            stderr(&output)
+        );
+    }
+}
+
+/// The same status for all three.
+fn row_all(args: &[&str], code: i32) {
+    row(args, &ALL.map(|who| (who, code)));
+}
+
+// The exit-status table, under both names and against GNU.
+
+#[test]
+fn the_commands_own_status() {
+    row_all(&["10", "true"], 0);
+    row_all(&["10", "sh", "-c", "exit 3"], 3);
+    row_all(&["10", "sh", "-c", "exit 255"], 255);
+}
+
+#[test]
+fn timed_out_is_124() {
+    row_all(&["0.2", "sleep", "10"], 124);
+    row_all(&["-s", "INT", "0.2", "sleep", "10"], 124);
+}
+
+#[test]
+fn bad_usage_is_125() {
+    // corral run takes corral's own forms too.
+    row(
+        &["1ms", "true"],
+        &[(Who::Gnu, 125), (Who::Timeout, 125), (Who::CorralRun, 0)],
+    );
+    for args in [
+        &["x", "true"][..],
+        &["-1", "true"],
+        &["nan", "true"],
+        &["-s", "FOO", "1", "true"],
+        &["-s", "65", "1", "true"],
+        &["-k", "x", "1", "true"],
+        &["--bogus", "1", "true"],
+        &["-x", "1", "true"],
+    ] {
+        row_all(args, 125);
+    }
+    // Without a command: GNU's usage error; corral run's own.
+    row(
+        &["1"],
+        &[(Who::Gnu, 125), (Who::Timeout, 125), (Who::CorralRun, 125)],
+    );
+    row(
+        &[],
+        &[(Who::Gnu, 125), (Who::Timeout, 125), (Who::CorralRun, 125)],
+    );
+}
+
+#[test]
+fn cannot_invoke_is_126() {
+    let dir = Scratch::new("gnu-timeout-126");
+    let script = dir.path("not-executable");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").expect("write");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let script = script.to_str().expect("utf-8 path");
+    row_all(&["10", script], 126);
+}
+
+#[test]
+fn not_found_is_127() {
+    row_all(&["10", "corral-test-no-such-command"], 127);
+}
+
+#[test]
+fn killed_by_signal_n_is_128_plus_n() {
+    row_all(&["10", "sh", "-c", "kill -USR1 $$"], 128 + 10);
+    // --preserve-status: the signal corral sent, after a timeout.
+    row_all(&["--preserve-status", "0.2", "sleep", "10"], 128 + 15);
+    row_all(&["--preserve", "-s", "HUP", "0.2", "sleep", "10"], 128 + 1);
+    // GNU 9.1 lacks -p (added later); corral takes it under both names.
+    let short = ["-p", "-s", "HUP", "0.2", "sleep", "10"];
+    row(&short, &[(Who::Timeout, 129), (Who::CorralRun, 129)]);
+}
+
+/// GNU reports a forced kill as 128+9, so does corral as `timeout`; `corral
+/// run` keeps its documented 124 for every timeout.
+#[test]
+fn escalation_to_sigkill_is_137_as_timeout_and_124_as_corral_run() {
+    let ignores_term = ["-k", "0.3", "0.2", "sh", "-c", "trap '' TERM; sleep 10"];
+    let expected = [(Who::Gnu, 137), (Who::Timeout, 137), (Who::CorralRun, 124)];
+    row(&ignores_term, &expected);
+    row(&["-s", "KILL", "0.2", "sleep", "10"], &expected);
+    row(&["-s", "137", "0.2", "sleep", "10"], &expected);
+    // --preserve-status: the command's own death, by SIGKILL, everywhere.
+    let preserved = [
+        "--preserve-status",
+        "-k",
+        "0.3",
+        "0.2",
+        "sh",
+        "-c",
+        "trap '' TERM; sleep 10",
+    ];
+    row_all(&preserved, 137);
+}
+
+// Messages, word for word.
+
+#[test]
+fn usage_errors_read_as_gnus() {
+    for args in [
+        &["x", "true"][..],
+        &["1ms", "true"],
+        &["-s", "32", "1", "true"],
+        &["-s", "RTMIN-1", "1", "true"],
+        &["--v", "1", "true"],
+        &["--foo", "1", "true"],
+        &["-x", "1", "true"],
+        &["-s"],
+        &["--signal"],
+        &["--verbose=1", "1", "true"],
+        &["1"],
+        &[],
+    ] {
+        let gnu = output(Who::Gnu, args);
+        let ours = output(Who::Timeout, args);
+        assert_eq!(stderr(&ours), stderr(&gnu), "{args:?}");
+        assert_eq!(ours.status.code(), Some(125), "{args:?}");
+    }
+}
+
+#[test]
+fn not_found_and_not_executable_read_as_gnus() {
+    let gnu = output(Who::Gnu, &["1", "corral-test-no-such-command"]);
+    let ours = output(Who::Timeout, &["1", "corral-test-no-such-command"]);
+    assert_eq!(stderr(&ours), stderr(&gnu));
+}
+
+#[test]
+fn verbose_lines_are_gnus() {
+    for args in [
+        &["-v", "0.2", "sleep", "10"][..],
+        &["-v", "-s", "RTMIN+1", "0.2", "sleep", "10"],
+        &["-v", "-s", "50", "0.2", "sleep", "10"],
+        &[
+            "-v",
+            "-k",
+            "0.3",
+            "0.2",
+            "sh",
+            "-c",
+            "trap '' TERM; sleep 10",
+        ],
+        &["-v", "-s", "0", "-k", "0.3", "0.2", "sleep", "10"],
+    ] {
+        let gnu = output(Who::Gnu, args);
+        let ours = output(Who::Timeout, args);
+        assert_eq!(stderr(&ours), stderr(&gnu), "{args:?}");
+    }
+    // In a UTF-8 locale GNU quotes with ‘’.
+    let gnu = command(Who::Gnu, &["-v", "0.2", "sleep", "10"])
+        .env("LC_ALL", "C.UTF-8")
+        .output();
+    let ours = command(Who::Timeout, &["-v", "0.2", "sleep", "10"])
+        .env("LC_ALL", "C.UTF-8")
+        .output();
+    assert_eq!(stderr(&ours.expect("run")), stderr(&gnu.expect("run")));
+}
+
+/// Each -v line comes as its signal is sent, as GNU's do: the TERM line
+/// at the deadline, the KILL line after -k.
+#[test]
+fn verbose_lines_come_as_each_signal_is_sent() {
+    let args = ["-v", "-k", "3", "0.2", "sh", "-c", "trap '' TERM; sleep 10"];
+    let mut child = command(Who::Timeout, &args).spawn().expect("spawn");
+    let started = Instant::now();
+    let lines = Lines::new(child.stderr.take().expect("stderr"));
+    let mut guard = Guard::new(child);
+    let first = lines
+        .next(Duration::from_secs(2))
+        .expect("the TERM line, before the KILL");
+    assert_eq!(
+        first.trim_end(),
+        "timeout: sending signal TERM to command 'sh'"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let second = lines.next(Duration::from_secs(10)).expect("the KILL line");
+    assert_eq!(
+        second.trim_end(),
+        "timeout: sending signal KILL to command 'sh'"
+    );
+    assert!(started.elapsed() >= Duration::from_secs(3));
+    let status = guard.wait_exit(Duration::from_secs(10)).expect("exits");
+    assert_eq!(shell_status(status), 137);
+}
+
+#[test]
+fn help_and_version() {
+    let help = output(Who::Timeout, &["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&help.stdout);
+    for needle in [
+        "Usage: timeout [OPTION] DURATION COMMAND [ARG]...",
+        "--kill-after=DURATION",
+        "--foreground",
+        "137",
+        "whole process tree",
+        "ln -s",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in --help");
+    }
+    let version = output(Who::Timeout, &["--version"]);
+    assert_eq!(version.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&version.stdout).starts_with("timeout (corral) "));
+    // Under the symlink's own path, messages name that path, as GNU does.
+    let by_path = Command::new(link())
+        .args(["x", "true"])
+        .output()
+        .expect("run");
+    assert!(stderr(&by_path).starts_with(&format!("{}: ", link().display())));
+}
+
+// Syntax.
+
+#[test]
+fn options_end_at_the_first_operand() {
+    for who in ALL {
+        let out = output(who, &["10", "sh", "-c", "printf %s \"$1\"", "sh", "-s"]);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "-s", "{who:?}");
+    }
+}
+
+#[test]
+fn abbreviations_and_attached_values() {
+    let expected = [(Who::Gnu, 137), (Who::Timeout, 137), (Who::CorralRun, 124)];
+    row(&["--sig=KILL", "0.2", "sleep", "10"], &expected);
+    row(&["-sKILL", "0.2", "sleep", "10"], &expected);
+    row(
+        &["--kill=0.2", "--signal", "CONT", "0.2", "sleep", "10"],
+        &expected,
+    );
+    row(&["-k0.2", "-sCONT", "0.2", "sleep", "10"], &expected);
+}
+
+#[test]
+fn corral_runs_own_forms_still_work() {
+    let ok = |args: &[&str], code| {
+        let out = output(Who::CorralRun, args);
+        assert_eq!(shell_status(out.status), code, "{args:?}: {}", stderr(&out));
+    };
+    ok(&["-t", "0.2", "--", "sleep", "10"], 124);
+    ok(&["--", "true"], 0);
+    ok(&["-t", "1m30s", "-k", "500ms", "--", "true"], 0);
+    ok(&["1m30s", "true"], 0);
+    ok(&["300ms", "sleep", "10"], 124);
+}
+
+#[test]
+fn gnu_durations() {
+    // Accepted by both; huge and infinite values are no limit.
+    for limit in [
+        "2.34e+5d",
+        "0x1p3",
+        "inf",
+        "infinity",
+        "1e400",
+        "99999999999",
+        "1e-10000",
+        "+1",
+        " 1",
+    ] {
+        row_all(&[limit, "true"], 0);
+    }
+    // Hexadecimal and exponent forms are honoured.
+    row_all(&["0x1p-3", "sleep", "10"], 124);
+    row_all(&["2e-1", "sleep", "10"], 124);
+}
+
+/// Which DURATIONs are accepted, and which refused, is GNU's, form by form.
+#[test]
+fn durations_are_accepted_and_refused_as_gnu_does() {
+    for limit in [
+        "1",
+        "1.5",
+        ".5",
+        "5.",
+        "1e1",
+        "1E1",
+        "1e+1",
+        "1e-1",
+        "0x1",
+        "0X1P1",
+        "0x.8",
+        "0x1p",
+        "0x",
+        "1e",
+        "inf",
+        "INF",
+        "Infinity",
+        "infinit",
+        "infd",
+        "nan",
+        "NaN(1)",
+        "-0",
+        "-0.0",
+        "+0",
+        " 1",
+        "\t1",
+        "1 ",
+        "1s",
+        "1m",
+        "1h",
+        "1d",
+        "1S",
+        "1ms",
+        "1ss",
+        "",
+        ".",
+        "e1",
+        "1..",
+        "\u{ff11}",
+        "0x1.8p-1s",
+        "1e-10000",
+        "1e400",
+        "4294967296",
+        "1e99999999999",
+        "99999999999999999999999",
+        "-1",
+        "--1",
+        "+-1",
+        "0b1",
+        "1_000",
+        "1,5",
+    ] {
+        let gnu = output(Who::Gnu, &[limit, "true"]);
+        let ours = output(Who::Timeout, &[limit, "true"]);
+        assert_eq!(
+            shell_status(ours.status),
+            shell_status(gnu.status),
+            "{limit:?}: {}",
+            stderr(&ours)
+        );
+        assert_eq!(stderr(&ours), stderr(&gnu), "{limit:?}");
+    }
+}
+
+// Signals.
+
+/// Which SIGNALs are accepted, and which refused, is GNU's, form by form.
+#[test]
+fn signals_are_accepted_and_refused_as_gnu_does() {
+    for signal in [
+        "HUP",
+        "hup",
+        "SIGHUP",
+        "sighup",
+        "1",
+        "0",
+        "EXIT",
+        "SIGEXIT",
+        "64",
+        "65",
+        "32",
+        "33",
+        "34",
+        "RTMIN",
+        "RTMIN+0",
+        "RTMIN2",
+        "RTMIN+30",
+        "RTMIN+31",
+        "RTMAX-30",
+        "RTMAX-31",
+        "RTMAX+1",
+        "RTMIN-1",
+        "RTMAX",
+        "137",
+        "128",
+        "255",
+        "256",
+        "265",
+        "CLD",
+        "IOT",
+        "POLL",
+        "IO",
+        "STKFLT",
+        "PWR",
+        "SIGRTMIN+2",
+        "SIG",
+        "",
+        "+15",
+        " 15",
+        "15 ",
+        "1.5",
+        "KILLX",
+        "SIGSIGTERM",
+        "99999999999999999999",
+    ] {
+        let gnu = output(Who::Gnu, &["-s", signal, "10", "true"]);
+        let ours = output(Who::Timeout, &["-s", signal, "10", "true"]);
+        assert_eq!(
+            shell_status(ours.status),
+            shell_status(gnu.status),
+            "{signal:?}: {}",
+            stderr(&ours)
+        );
+        assert_eq!(stderr(&ours), stderr(&gnu), "{signal:?}");
+    }
+}
+
+/// `-s 0` sends nothing at the deadline and only starts the -k clock.
+#[test]
+fn signal_0_sends_nothing_then_kill() {
+    let script = "trap 'echo got TERM' TERM; sleep 10 & wait; sleep 10 & wait";
+    for (who, code) in [(Who::Gnu, 137), (Who::Timeout, 137), (Who::CorralRun, 124)] {
+        let started = Instant::now();
+        let out = output(who, &["-s", "0", "-k", "0.5", "0.2", "sh", "-c", script]);
+        assert_eq!(shell_status(out.status), code, "{who:?}: {}", stderr(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "", "{who:?}: no TERM");
+        assert!(started.elapsed() >= Duration::from_millis(600), "{who:?}");
+    }
+}
+
+/// A real-time signal reaches the command.
+#[test]
+fn real_time_signals_are_delivered() {
+    let script = "trap 'exit 7' RTMIN+2; sleep 10 & wait";
+    for signal in ["RTMIN+2", "SIGRTMIN+2", "36"] {
+        row_all(
+            &[
+                "--preserve-status",
+                "-s",
+                signal,
+                "0.2",
+                "bash",
+                "-c",
+                script,
+            ],
+            7,
+        );
+    }
+}
+
+// The tree.
+
+/// As `timeout`, with and without --foreground, the whole tree is ended.
+#[test]
+fn the_whole_tree_is_ended_under_the_timeout_name() {
+    for extra in [&[][..], &["--foreground"]] {
+        let mut child = Command::new(link())
+            .args(extra)
+            .args(["-k", "0.3", "1", "bash", "-c", ESCAPEES])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let lines = Lines::new(child.stdout.take().expect("stdout"));
+        let mut guard = Guard::new(child);
+        let tree = escapees(&lines, &mut guard);
+        let status = guard
+            .wait_exit(Duration::from_secs(10))
+            .expect("timeout exits");
+        // bash, the command, died of TERM (GNU gives 124 then too); its
+        // TERM-ignoring member got KILL after -k.
+        assert_eq!(shell_status(status), 124, "{extra:?}");
+        assert!(
+            corral_tests::wait_until(Duration::from_secs(2), || tree
+                .iter()
+                .all(|p| !p.is_alive())),
+            "{extra:?}"
+        );
+        assert_all_gone(&tree, &format!("timeout {extra:?}"));
+    }
+}
+
+/// --foreground: the command is in the caller's process group (as GNU's),
+/// and the group backend, which cannot do that, is refused.
+#[test]
+fn foreground_keeps_the_callers_process_group() {
+    let my_group = corral_tests::stat(std::process::id() as i32)
+        .map(|s| s.pgrp)
+        .expect("own stat");
+    let print_group = ["sh", "-c", "cut -d' ' -f5 /proc/$$/stat"];
+    for who in ALL {
+        let mut args = vec!["--foreground", "10"];
+        args.extend(print_group);
+        let out = output(who, &args);
+        assert_eq!(out.status.code(), Some(0), "{who:?}: {}", stderr(&out));
+        let group: i32 = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("pgid");
+        assert_eq!(group, my_group, "{who:?}");
+    }
+    let mut args = vec!["--backend", "group", "--foreground", "10"];
+    args.extend(print_group);
+    let out = output(Who::CorralRun, &args);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(stderr(&out).contains("foreground"), "{}", stderr(&out));
+}
+
+#[test]
+fn the_link_needs_nothing_but_its_name() {
+    // A copy works as well as a symlink: only argv[0] counts.
+    let out = Command::new(corral_path())
+        .arg0(OsStr::new("/some/where/timeout"))
+        .args(["0.2", "sleep", "10"])
+        .status()
+        .expect("run");
+    assert_eq!(shell_status(out), 124);
+}
