@@ -56,9 +56,13 @@ pub fn highest_signal() -> Option<Signal> {
 }
 
 /// Every signal this machine has, by number (1 to `SIGRTMAX`), the
-/// real-time ones included.
+/// real-time ones included, but those the C library keeps for itself
+/// (32 and 33 under glibc: below `SIGRTMIN`), which no handler may take.
 pub fn all_signals() -> impl Iterator<Item = Signal> {
-    (1..=sys::sigrtmax()).filter_map(Signal::from_number)
+    let reserved = 32..sys::sigrtmin();
+    (1..=sys::sigrtmax())
+        .filter(move |n| !reserved.contains(n))
+        .filter_map(Signal::from_number)
 }
 
 /// Whether the parent was still alive once the parent-death signal was armed.

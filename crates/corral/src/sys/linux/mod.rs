@@ -635,6 +635,12 @@ pub(crate) fn sigrtmax() -> i32 {
     libc::SIGRTMAX()
 }
 
+/// The lowest real-time signal a program may use (`SIGRTMIN`: glibc keeps
+/// 32 and 33 for its threads).
+pub(crate) fn sigrtmin() -> i32 {
+    libc::SIGRTMIN()
+}
+
 /// The pid of the process behind `pidfd` as `/proc` numbers it: the `Pid:`
 /// line of the descriptor's `fdinfo`, which the kernel gives in the PID
 /// namespace of the `/proc` mount. `None` once the process is gone.
