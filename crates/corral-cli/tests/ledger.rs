@@ -22,25 +22,6 @@ fn ledger_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// A child of `parent` other than `except`.
-fn other_child(parent: i32, except: i32) -> Option<Proc> {
-    std::fs::read_dir("/proc")
-        .ok()?
-        .flatten()
-        .find_map(|entry| {
-            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let ppid: i32 = stat
-                .rsplit_once(')')?
-                .1
-                .split_whitespace()
-                .nth(1)?
-                .parse()
-                .ok()?;
-            (ppid == parent && pid != except).then(|| Proc::of(pid))?
-        })
-}
-
 fn records(dir: &PathBuf) -> usize {
     std::fs::read_dir(dir)
         .map(|d| {
@@ -74,7 +55,7 @@ fn a_clean_run_leaves_neither_its_watchdog_nor_its_record() {
     let mut watchdog = None;
     assert!(
         wait_until(Duration::from_secs(5), || {
-            watchdog = other_child(owner.pid, leader);
+            watchdog = common::other_child(owner.pid, leader);
             watchdog.is_some() && records(&dir) == 1
         }),
         "corral runs a watchdog and records the tree"
@@ -117,7 +98,7 @@ fn reap_ends_a_tree_whose_owner_and_watchdog_died() {
     let mut watchdog = None;
     assert!(
         wait_until(Duration::from_secs(5), || {
-            watchdog = other_child(owner.pid, tree[0].pid);
+            watchdog = common::other_child(owner.pid, tree[0].pid);
             watchdog.is_some() && records(&dir) == 1
         }),
         "corral runs a watchdog and records the tree"

@@ -96,6 +96,10 @@ fn sigkill_to_corral_still_ends_the_tree() {
             corral_tests::wait_until(Duration::from_secs(5), || ledger.knows_leader()),
             "{backend}: no ledger record with the leader"
         );
+        // The watchdog is corral's child other than the leader.
+        let leader = tree.first().map_or(0, |p| p.pid);
+        let watchdog = common::other_child(me.pid, leader).expect("corral's watchdog");
+        guard.watch(watchdog);
         assert!(me.signal(Signal::KILL));
         let status = guard.wait_exit(EXIT_BOUND).expect("corral dies");
         assert_eq!(common::shell_status(status), 137);
@@ -104,6 +108,12 @@ fn sigkill_to_corral_still_ends_the_tree() {
                 .iter()
                 .all(|p| !p.is_alive())),
             "{backend}: the tree outlived corral"
+        );
+        // Its work done (the record dropped), the watchdog is gone too.
+        assert!(
+            corral_tests::wait_until(Duration::from_secs(5), || ledger.records().is_empty()
+                && !watchdog.is_alive()),
+            "{backend}: the watchdog or the record outlived the tree"
         );
     });
 }

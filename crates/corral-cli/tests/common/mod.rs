@@ -142,3 +142,22 @@ pub fn private_ledger(command: &mut Command, name: &str) -> PathBuf {
         .env("CORRAL_NO_STARTUP_SWEEP", "1");
     dir
 }
+
+/// A child of `parent` other than `except`.
+pub fn other_child(parent: i32, except: i32) -> Option<Proc> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let ppid: i32 = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            (ppid == parent && pid != except).then(|| Proc::of(pid))?
+        })
+}
