@@ -403,6 +403,43 @@ async fn the_user_and_group_are_applied_on_every_backend() {
     }
 }
 
+/// A command started as another user leaves the supervisor dumpable: the
+/// kernel marks the memory map of a task that changes credentials
+/// non-dumpable, and a child that shared ours (`CLONE_VM`) would have taken
+/// away our core dumps, ptrace access and `/proc` ownership.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_change_leaves_the_supervisor_dumpable() {
+    if !is_root() {
+        return println!("SKIPPED: running as another user needs root");
+    }
+    // This test's own process: fresh, so dumpable unless something here
+    // changed it.
+    // SAFETY: PR_SET_DUMPABLE with 1 takes no pointer.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1) };
+    for backend in [Backend::Cgroup, Backend::Subreaper, Backend::Group] {
+        let command = Command::new("true")
+            .current_dir("/")
+            .user(NOBODY)
+            .group(NOBODY)
+            .backend(BackendChoice::Only(backend))
+            .timeout(Duration::from_secs(10));
+        match command.run().await {
+            Ok(finished) => assert_eq!(finished.outcome, Outcome::Exited { code: 0 }),
+            Err(Error::BackendUnavailable { reason, .. }) => {
+                println!("SKIPPED: backend {backend} is not available here: {reason}");
+                continue;
+            }
+            Err(error) => panic!("{backend}: {error}"),
+        }
+        // SAFETY: PR_GET_DUMPABLE takes no pointer.
+        let dumpable = unsafe { libc::prctl(libc::PR_GET_DUMPABLE) };
+        assert_eq!(
+            dumpable, 1,
+            "{backend}: the supervisor lost its dumpable flag"
+        );
+    }
+}
+
 /// Without root, a user change is refused before anything runs, with a
 /// message that names the fix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -165,9 +165,17 @@ const CHILD_STACK: usize = 64 * 1024;
 /// size pays for twice. Sound because `Child::exec` only reads what we
 /// prepared and makes async-signal-safe calls (no allocation, no lock), and
 /// runs no signal handler (`CLONE_CLEAR_SIGHAND` resets them; its signal
-/// mask is its own). Elsewhere a fork-like `clone3` (a copy of our memory).
-#[cfg(target_arch = "x86_64")]
+/// mask is its own). Elsewhere, and for a child that changes its user or
+/// group, a fork-like `clone3` ([`clone3_copy`]).
+#[cfg(all(target_arch = "x86_64", target_pointer_width = "64"))]
 fn clone3(args: &mut CloneArgs, child: &Child) -> isize {
+    // A credential change marks the task's memory map non-dumpable
+    // (`commit_creds` -> `set_dumpable(mm, suid_dumpable)`); shared, that map
+    // is ours: we would lose core dumps and ptrace access, and our `/proc`
+    // files would become root's. Such a child gets a copy instead.
+    if child.changes_credentials() {
+        return clone3_copy(args, child);
+    }
     const CLONE_VM: u64 = 0x100;
     const CLONE_VFORK: u64 = 0x4000;
     /// Aligned as the ABI wants a stack: 16 bytes.
@@ -214,9 +222,16 @@ fn clone3(args: &mut CloneArgs, child: &Child) -> isize {
     ret
 }
 
-/// `clone3(args)`; the child runs `child.exec()`. The new pid, or `-errno`.
-#[cfg(not(target_arch = "x86_64"))]
+/// `clone3(args)` like a fork; the child runs `child.exec()`. The new pid,
+/// or `-errno`.
+#[cfg(not(all(target_arch = "x86_64", target_pointer_width = "64")))]
 fn clone3(args: &mut CloneArgs, child: &Child) -> isize {
+    clone3_copy(args, child)
+}
+
+/// `clone3(args)` like a fork (the child gets a copy of our memory); the
+/// child runs `child.exec()`. The new pid, or `-errno`.
+fn clone3_copy(args: &mut CloneArgs, child: &Child) -> isize {
     // SAFETY: `args` is a valid, fully initialised `clone_args` of the size
     // passed. Without CLONE_VM the child gets a copy of our memory, like
     // fork; it runs only `Child::exec`, which makes async-signal-safe calls
@@ -255,6 +270,11 @@ struct Child {
 }
 
 impl Child {
+    /// Whether the child changes its user or group before `execve`.
+    fn changes_credentials(&self) -> bool {
+        self.creds.uid.is_some() || self.creds.gid.is_some()
+    }
+
     /// Sets up standard descriptors, credentials and the directory, then
     /// executes.
     ///
@@ -315,9 +335,12 @@ impl Child {
     /// Reports errno to the parent and exits.
     unsafe fn fail(&self) -> ! {
         // SAFETY: errno is thread-local; write and _exit are async-signal-safe.
+        // The raw `write` system call, not glibc's cancellable wrapper, whose
+        // cancellation state lives in the thread block we may share with the
+        // suspended parent thread.
         unsafe {
             let errno = (*libc::__errno_location()).to_ne_bytes();
-            libc::write(self.report, errno.as_ptr().cast(), errno.len());
+            libc::syscall(libc::SYS_write, self.report, errno.as_ptr(), errno.len());
             libc::_exit(127)
         }
     }

@@ -3,7 +3,10 @@
 //! raw `clone3` has one thread while glibc's copy of memory may remember
 //! several, and glibc's `setuid` would then try to signal threads that do not
 //! exist (its "setxid" broadcast); a raw syscall changes the calling thread,
-//! which is the whole process here.
+//! which is the whole process here. (Where the child shares our memory, a
+//! `CLONE_VM` child, glibc's `setuid` would signal *our* threads and change
+//! the supervisor's own credentials; such a child never changes credentials
+//! anyway: see `clone3.rs`.)
 //!
 //! # References
 //! - <https://man7.org/linux/man-pages/man2/setgroups.2.html>

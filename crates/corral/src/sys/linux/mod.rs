@@ -288,8 +288,21 @@ pub(crate) fn spawn(
     let procs_fd = setup.cgroup_procs.map(|fd| fd.as_raw_fd());
     let creds = setup.creds;
     let ignore_sigpipe = setup.ignore_sigpipe;
-    if procs_fd.is_some() || !creds.is_empty() || ignore_sigpipe {
+    // std (since Rust 1.66) passes the calling thread's signal mask on to
+    // the program; it must start with none blocked, as on the `clone3` path
+    // (`corral run` holds SIGRTMAX blocked).
+    let masked = thread_blocks_signals();
+    if procs_fd.is_some() || !creds.is_empty() || ignore_sigpipe || masked {
         let hook = move || -> io::Result<()> {
+            if masked {
+                // SAFETY: an empty set is a valid mask; `pthread_sigmask` is
+                // async-signal-safe.
+                unsafe {
+                    let mut empty: libc::sigset_t = std::mem::zeroed();
+                    libc::sigemptyset(&mut empty);
+                    libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+                }
+            }
             if let Some(fd) = procs_fd {
                 // "0" moves the writing process itself into the cgroup.
                 // SAFETY: `fd` is open for the whole spawn (the caller borrows
@@ -318,6 +331,17 @@ pub(crate) fn spawn(
         unsafe { command.pre_exec(hook) };
     }
     command.spawn()
+}
+
+/// Whether the calling thread blocks any signal.
+fn thread_blocks_signals() -> bool {
+    // SAFETY: a null `set` only reads this thread's mask into `current`, a
+    // valid out-parameter.
+    unsafe {
+        let mut current: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut current);
+        (1..=libc::SIGRTMAX()).any(|n| libc::sigismember(&current, n) == 1)
+    }
 }
 
 /// Whether `signal`'s disposition in this process is "ignore" (as `nohup`
