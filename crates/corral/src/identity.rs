@@ -185,6 +185,45 @@ pub(crate) fn signal_verified(pid: i32, start_time: u64, signal: Signal) -> io::
     })
 }
 
+/// A process held by a pidfd that was checked to be the one corral saw.
+#[derive(Debug)]
+pub(crate) enum Held {
+    /// The pidfd, opened *before* the start time was checked: it refers to
+    /// the process corral judged a member, for as long as it is kept, so
+    /// signals through it need no further check.
+    Pidfd(std::os::fd::OwnedFd),
+    /// The process is gone, or the pid now belongs to another process.
+    Gone,
+}
+
+/// Opens a pidfd for `pid` and checks that the process has `start_time` and
+/// is running: [`signal_verified`]'s check, with the pidfd kept for later
+/// signals and for waiting on the process's exit. An error where the kernel
+/// has no pidfds (the caller then signals with [`signal_verified`]) or no
+/// descriptor is left.
+pub(crate) fn hold_verified(pid: i32, start_time: u64) -> io::Result<Held> {
+    let pidfd = match sys::pidfd_open(pid) {
+        Ok(fd) => fd,
+        Err(e) if sys::is_gone(&e) => return Ok(Held::Gone),
+        Err(e) => return Err(e),
+    };
+    match read_stat(pid) {
+        Ok(stat) if stat.start_time == start_time && stat.is_running() => Ok(Held::Pidfd(pidfd)),
+        Ok(_) => Ok(Held::Gone),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Held::Gone),
+        Err(e) => Err(e),
+    }
+}
+
+/// Sends `signal` through a pidfd from [`hold_verified`].
+pub(crate) fn signal_held(pidfd: std::os::fd::BorrowedFd<'_>, signal: Signal) -> io::Result<Delivery> {
+    match sys::pidfd_signal(pidfd, signal) {
+        Ok(()) => Ok(Delivery::Sent),
+        Err(e) if sys::is_gone(&e) => Ok(Delivery::Gone),
+        Err(e) => Err(e),
+    }
+}
+
 /// Sends `signal` to the process with this pid only if `belongs` (evaluated
 /// *after* a pidfd was opened for it) says it is the process corral judged a
 /// member. With pidfds the check and the signal refer to the same process;

@@ -70,24 +70,31 @@ pub(crate) async fn terminate(
     report: &mut CleanupReport,
 ) {
     let mut escalation = Escalation::new(policy);
+    // Whether the last wait ended with the tree found empty: that is the
+    // answer, without asking again (for a scanned tree, one walk less).
+    let mut found_empty = false;
     loop {
-        let empty = tree.is_empty().await.unwrap_or_else(|error| {
-            report
-                .notes
-                .push(format!("checking the tree failed: {error}"));
-            false
-        });
+        let empty = found_empty
+            || tree.is_empty().await.unwrap_or_else(|error| {
+                report
+                    .notes
+                    .push(format!("checking the tree failed: {error}"));
+                false
+            });
+        found_empty = false;
         match escalation.next(Instant::now(), empty) {
             Step::Signal(signal) => send(tree, signal, started, report).await,
             Step::Kill => send(tree, Signal::KILL, started, report).await,
-            Step::WaitUntil(deadline) => {
-                if let Err(error) = tree.wait_empty(deadline, escalation.killing()).await {
+            Step::WaitUntil(deadline) => match tree.wait_empty(deadline, escalation.killing()).await
+            {
+                Ok(empty) => found_empty = empty,
+                Err(error) => {
                     report
                         .notes
                         .push(format!("waiting for the tree failed: {error}"));
                     tokio::time::sleep_until(deadline).await;
                 }
-            }
+            },
             Step::Done => break,
             Step::GiveUp => {
                 give_up(tree, report);
