@@ -121,6 +121,19 @@ pub fn all_processes() -> io::Result<Vec<Stat>> {
 /// [`all_processes`], calling `visit` on each entry the moment it is read,
 /// before the walk goes on (see `ScannedTree::signal`).
 pub(crate) fn walk_processes(mut visit: impl FnMut(&Stat)) -> io::Result<Vec<Stat>> {
+    walk_processes_holding(|| false, |stat, _| visit(stat))
+}
+
+/// [`walk_processes`], holding processes by pidfd while `hold()` says so:
+/// each pidfd is opened *before* the process's `stat` is read and is handed
+/// to `visit` only if it has not exited after the read. Then it refers to
+/// the very process the entry describes (a pid is not reused while its
+/// process is unreaped), with no second read of its `stat` (see
+/// [`hold_verified`]).
+pub(crate) fn walk_processes_holding(
+    mut hold: impl FnMut() -> bool,
+    mut visit: impl FnMut(&Stat, Option<std::os::fd::OwnedFd>),
+) -> io::Result<Vec<Stat>> {
     let mut found = Vec::new();
     for entry in fs::read_dir("/proc")? {
         let Ok(entry) = entry else { continue };
@@ -131,8 +144,14 @@ pub(crate) fn walk_processes(mut visit: impl FnMut(&Stat)) -> io::Result<Vec<Sta
         else {
             continue;
         };
+        let pidfd = if hold() {
+            sys::pidfd_open(pid).ok()
+        } else {
+            None
+        };
         if let Ok(stat) = read_stat(pid) {
-            visit(&stat);
+            let pidfd = pidfd.filter(|fd| !sys::pidfd_exited(std::os::fd::AsFd::as_fd(fd)));
+            visit(&stat, pidfd);
             found.push(stat);
         }
     }

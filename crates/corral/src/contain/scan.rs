@@ -224,27 +224,51 @@ impl ScannedTree {
         let (rule, live) = (&self.rule, self.live);
         let (killed, held) = (&mut self.killed, &mut self.held);
         let mut others = registry::others(live);
-        let table = identity::walk_processes(|stat| {
-            let Some(signal) = signal else { return };
-            let identity = (stat.pid, stat.start_time);
-            if (signal == Signal::KILL && killed.contains(&identity))
-                || !rule.member_at_sight(stat, &others)
-            {
-                return;
-            }
-            // A tree spawned since the snapshot may own it: look again.
-            registry::renew(&mut others, live);
-            if rule.member_at_sight(stat, &others) {
-                let route = route_to(held, identity);
-                if send(held, killed, identity, route, signal) {
-                    reached.insert(identity);
+        // A kill's walk holds what it reads by pidfd (within the cap): the
+        // members among them need no second `stat` read to be signalled.
+        let mut candidates = Pidfds::new();
+        let holding = signal == Some(Signal::KILL);
+        let room = std::cell::Cell::new(hold_cap().saturating_sub(held.len()));
+        let table = identity::walk_processes_holding(
+            || holding && room.get() > 0,
+            |stat, pidfd| {
+                let Some(signal) = signal else { return };
+                let identity = (stat.pid, stat.start_time);
+                if (signal == Signal::KILL && killed.contains(&identity))
+                    || !rule.member_at_sight(stat, &others)
+                {
+                    if let Some(pidfd) = pidfd
+                        && !held.contains_key(&identity)
+                    {
+                        candidates.insert(identity, pidfd);
+                        room.set(room.get().saturating_sub(1));
+                    }
+                    return;
                 }
-            }
-        })?;
+                // A tree spawned since the snapshot may own it: look again.
+                registry::renew(&mut others, live);
+                if rule.member_at_sight(stat, &others) {
+                    let route = match pidfd {
+                        Some(pidfd) if !held.contains_key(&identity) => Some(Route::Fresh(pidfd)),
+                        _ => route_to(held, identity),
+                    };
+                    if send(held, killed, identity, route, signal) {
+                        reached.insert(identity);
+                    }
+                }
+            },
+        )?;
         if matches!(self.rule, Rule::Subreaper(_)) {
             registry::forget_gone(&table);
         }
-        Ok((self.absorb(&ProcessTable::new(table)), reached))
+        let members = self.absorb(&ProcessTable::new(table));
+        for member in &members {
+            let identity = (member.pid, member.start_time);
+            if let Some(pidfd) = candidates.remove(&identity) {
+                self.held.insert(identity, pidfd);
+            }
+        }
+        Ok((members, reached))
     }
 
     /// Judges membership on a walk: the running members, remembered (as
