@@ -97,6 +97,13 @@ mod tests {
         let pid = child.id() as i32;
         let start_time = crate::identity::read_stat(pid).expect("stat").start_time;
         let mut tree = ScannedTree::new(ScanRule::Group(Rule { leader: pid }), None);
+        // A shared walk from after the tree was set up (an older one tells
+        // it nothing).
+        let walked = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(super::super::walker::after(std::time::Instant::now()));
+        walked.expect("walk");
         let first = tree.refresh();
         let second = tree.refresh();
         let _ = child.kill();

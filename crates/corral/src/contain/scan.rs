@@ -183,6 +183,8 @@ pub(crate) struct ScannedTree {
     /// Whether the walk that found the tree empty also reaped its zombies
     /// (a subreaper's), so that closing need not walk again.
     tidied: bool,
+    /// When the tree was set up (after its leader's fork).
+    created: std::time::Instant,
 }
 
 impl ScannedTree {
@@ -199,6 +201,7 @@ impl ScannedTree {
             held: HashMap::new(),
             leader: None,
             tidied: false,
+            created: std::time::Instant::now(),
         }
     }
 
@@ -329,9 +332,11 @@ impl ScannedTree {
     pub(crate) fn refresh(&mut self) -> Option<Vec<crate::identity::Identity>> {
         let before: Identities = self.last.iter().copied().collect();
         let scanned = if self.shares_walks() {
-            walker::recent(REFRESH_SHARE).map(|(serial, table)| {
-                // A walk this tree has judged already tells it nothing new.
-                if self.absorbed != Some(serial) {
+            walker::recent(REFRESH_SHARE).map(|(serial, started, table)| {
+                // A walk this tree has judged already tells it nothing new,
+                // nor does one from before its spawn (its leader is not in
+                // it: judging it would forget the leader).
+                if self.absorbed != Some(serial) && started >= self.created {
                     self.absorb(&table);
                     self.absorbed = Some(serial);
                 }

@@ -78,17 +78,20 @@ pub(crate) fn cadence(max_age: Duration) -> Duration {
 
 /// The latest walk if it started at most `max_age` ago (or, where a walk
 /// takes long, [`BUDGET`] times as long as it took), else a new one.
-/// With the walk's serial number (a tree that judged it already can skip it).
-pub(crate) fn recent(max_age: Duration) -> io::Result<(u64, Arc<ProcessTable>)> {
+/// With the walk's serial number (a tree that judged it already can skip it)
+/// and when it started (a walk from before a tree's spawn tells it nothing).
+pub(crate) fn recent(max_age: Duration) -> io::Result<(u64, Instant, Arc<ProcessTable>)> {
     if let Some(walk) = latest()
         .as_ref()
         .filter(|w| w.started.elapsed() <= max_age.max(w.took * BUDGET))
     {
-        return Ok((walk.serial, Arc::clone(&walk.table)));
+        return Ok((walk.serial, walk.started, Arc::clone(&walk.table)));
     }
     let table = walk()?;
-    let serial = latest().as_ref().map_or(0, |w| w.serial);
-    Ok((serial, table))
+    let (serial, started) = latest()
+        .as_ref()
+        .map_or((0, Instant::now()), |w| (w.serial, w.started));
+    Ok((serial, started, table))
 }
 
 /// A walk that started at or after `since`, shared with every caller that
@@ -165,7 +168,7 @@ mod tests {
         assert!(!Arc::ptr_eq(&first, &second));
         let started = latest().as_ref().map(|w| w.started).expect("a walk");
         assert!(started >= asked);
-        let (_, reused) = recent(Duration::from_secs(60)).expect("walk");
+        let (_, _, reused) = recent(Duration::from_secs(60)).expect("walk");
         assert!(Arc::ptr_eq(&second, &reused), "a recent walk is reused");
     }
 }
