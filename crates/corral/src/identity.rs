@@ -235,7 +235,10 @@ pub(crate) fn hold_verified(pid: i32, start_time: u64) -> io::Result<Held> {
 }
 
 /// Sends `signal` through a pidfd from [`hold_verified`].
-pub(crate) fn signal_held(pidfd: std::os::fd::BorrowedFd<'_>, signal: Signal) -> io::Result<Delivery> {
+pub(crate) fn signal_held(
+    pidfd: std::os::fd::BorrowedFd<'_>,
+    signal: Signal,
+) -> io::Result<Delivery> {
     match sys::pidfd_signal(pidfd, signal) {
         Ok(()) => Ok(Delivery::Sent),
         Err(e) if sys::is_gone(&e) => Ok(Delivery::Gone),
@@ -572,6 +575,58 @@ pub(crate) mod tests {
             signal_verified(pid, real, Signal::KILL).expect("checked"),
             Delivery::Gone
         );
+    }
+
+    /// A pidfd is kept for a member only after the start time corral saw
+    /// was checked: a process with another start time is never held (and
+    /// so never signalled through a kept pidfd).
+    #[test]
+    fn never_holds_a_process_with_another_start_time() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id() as i32;
+        let real = read_stat(pid).expect("stat").start_time;
+        let impostor = hold_verified(pid, real + 1).expect("checked");
+        let held = hold_verified(pid, real).expect("checked");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(matches!(impostor, Held::Gone), "{impostor:?}");
+        assert!(matches!(held, Held::Pidfd(_)), "{held:?}");
+    }
+
+    /// A walk that holds what it reads hands over a pidfd only for a process
+    /// still running after its `stat` was read: a pidfd whose process has
+    /// exited may belong to a pid already reused by the entry just read.
+    #[test]
+    fn a_holding_walk_hands_over_pidfds_of_running_processes_only() {
+        let mut running = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let mut exited = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let (running_pid, exited_pid) = (running.id() as i32, exited.id() as i32);
+        // Unreaped, `true` stays a zombie: its pidfd opens, and is readable.
+        let pidfd = sys::pidfd_open(exited_pid).expect("pidfd");
+        sys::wait_readable(std::os::fd::AsFd::as_fd(&pidfd)).expect("exit");
+        let mut handed = HashMap::new();
+        walk_processes_holding(
+            || true,
+            |stat, pidfd| {
+                if stat.pid == running_pid || stat.pid == exited_pid {
+                    handed.insert(stat.pid, pidfd.is_some());
+                }
+            },
+        )
+        .expect("walk");
+        let _ = running.kill();
+        let _ = running.wait();
+        let _ = exited.wait();
+        assert_eq!(handed.get(&running_pid), Some(&true), "the running one");
+        assert_eq!(handed.get(&exited_pid), Some(&false), "the zombie");
     }
 
     #[test]

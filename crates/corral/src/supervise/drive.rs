@@ -85,16 +85,17 @@ pub(crate) async fn terminate(
         match escalation.next(Instant::now(), empty) {
             Step::Signal(signal) => send(tree, signal, started, report).await,
             Step::Kill => send(tree, Signal::KILL, started, report).await,
-            Step::WaitUntil(deadline) => match tree.wait_empty(deadline, escalation.killing()).await
-            {
-                Ok(empty) => found_empty = empty,
-                Err(error) => {
-                    report
-                        .notes
-                        .push(format!("waiting for the tree failed: {error}"));
-                    tokio::time::sleep_until(deadline).await;
+            Step::WaitUntil(deadline) => {
+                match tree.wait_empty(deadline, escalation.killing()).await {
+                    Ok(empty) => found_empty = empty,
+                    Err(error) => {
+                        report
+                            .notes
+                            .push(format!("waiting for the tree failed: {error}"));
+                        tokio::time::sleep_until(deadline).await;
+                    }
                 }
-            },
+            }
             Step::Done => break,
             Step::GiveUp => {
                 give_up(tree, report);
