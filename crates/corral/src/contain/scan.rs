@@ -337,8 +337,10 @@ impl ScannedTree {
                 // nor does one from before its spawn (its leader is not in
                 // it: judging it would forget the leader).
                 if self.absorbed != Some(serial) && started >= self.created {
+                    let judging = std::time::Instant::now();
                     self.absorb(&table);
                     self.absorbed = Some(serial);
+                    walker::judged(serial, judging.elapsed());
                 }
             })
         } else {

@@ -33,12 +33,25 @@ struct Walk {
     started: Instant,
     took: Duration,
     table: Arc<ProcessTable>,
+    /// The time trees spent judging this walk in their re-scans, so far.
+    judged: Duration,
+    /// The same for the walk before (this one's is still growing).
+    judged_before: Duration,
 }
 
-/// Re-scans of running trees spend at most 1/`BUDGET` of a core on walks:
-/// on a host with many processes a walk takes longer, so a shared one is
-/// used for longer (every 200 ms with a few hundred processes; with 3,000,
-/// about every two seconds).
+impl Walk {
+    /// What one round of re-scans costs: the walk, and every tree judging
+    /// it.
+    fn cost(&self) -> Duration {
+        self.took + self.judged.max(self.judged_before)
+    }
+}
+
+/// Re-scans of running trees spend at most 1/`BUDGET` of a core on walks
+/// and on judging them: on a host with many processes a walk takes longer,
+/// and with many trees judging one does, so a shared one is used for longer
+/// (every 200 ms with a few hundred processes and trees; with 3,000
+/// processes, or 1,000 trees, about every second or two).
 const BUDGET: u32 = 60;
 
 static LATEST: Mutex<Option<Walk>> = Mutex::new(None);
@@ -58,11 +71,14 @@ fn walk() -> io::Result<Arc<ProcessTable>> {
     let mut latest = latest();
     if latest.as_ref().is_none_or(|w| w.started < started) {
         let serial = latest.as_ref().map_or(1, |w| w.serial + 1);
+        let judged_before = latest.as_ref().map_or(Duration::ZERO, |w| w.judged);
         *latest = Some(Walk {
             serial,
             started,
             took,
             table: Arc::clone(&table),
+            judged: Duration::ZERO,
+            judged_before,
         });
     }
     Ok(table)
@@ -73,17 +89,26 @@ fn walk() -> io::Result<Arc<ProcessTable>> {
 pub(crate) fn cadence(max_age: Duration) -> Duration {
     latest()
         .as_ref()
-        .map_or(max_age, |w| max_age.max(w.took * BUDGET))
+        .map_or(max_age, |w| max_age.max(w.cost() * BUDGET))
 }
 
-/// The latest walk if it started at most `max_age` ago (or, where a walk
-/// takes long, [`BUDGET`] times as long as it took), else a new one.
+/// Counts `spent` (a tree judging walk `serial` in a re-scan) against the
+/// budget.
+pub(crate) fn judged(serial: u64, spent: Duration) {
+    if let Some(walk) = latest().as_mut().filter(|w| w.serial == serial) {
+        walk.judged += spent;
+    }
+}
+
+/// The latest walk if it started at most `max_age` ago (or, where a walk and
+/// the re-scans judging it take long, [`BUDGET`] times as long as they
+/// took), else a new one.
 /// With the walk's serial number (a tree that judged it already can skip it)
 /// and when it started (a walk from before a tree's spawn tells it nothing).
 pub(crate) fn recent(max_age: Duration) -> io::Result<(u64, Instant, Arc<ProcessTable>)> {
     if let Some(walk) = latest()
         .as_ref()
-        .filter(|w| w.started.elapsed() <= max_age.max(w.took * BUDGET))
+        .filter(|w| w.started.elapsed() <= max_age.max(w.cost() * BUDGET))
     {
         return Ok((walk.serial, walk.started, Arc::clone(&walk.table)));
     }
