@@ -176,8 +176,9 @@ pub(crate) struct ScannedTree {
     absorbed: Option<u64>,
     /// Members held by a checked pidfd while the tree is killed: signalled
     /// and waited for through it (its exit makes it readable), and, with a
-    /// subreaper, reaped through it, without a `/proc` read per pass.
-    held: Pidfds,
+    /// subreaper, reaped through it, without a `/proc` read per pass. Boxed:
+    /// a running tree, the common case, holds none.
+    held: Box<Pidfds>,
     /// The leader, by identity.
     leader: Option<(i32, u64)>,
     /// Whether the walk that found the tree empty also reaped its zombies
@@ -198,7 +199,7 @@ impl ScannedTree {
             last: Vec::new(),
             undecided: 0,
             absorbed: None,
-            held: HashMap::new(),
+            held: Box::default(),
             leader: None,
             tidied: false,
             created: std::time::Instant::now(),
@@ -388,7 +389,9 @@ impl ScannedTree {
     /// identity once is not sent it again on the next pass (a dying tree of
     /// 1,000 processes would otherwise cost 1,000 pidfds per pass), and a
     /// member still in the group when it was killed whole needs no pidfd of
-    /// its own. Returns how many members were reached.
+    /// its own. A member killed by identity keeps its pidfd (within
+    /// [`hold_cap`]): the kill then waits for its exit on it. Returns how
+    /// many members were reached.
     fn signal_members(&mut self, members: &[Stat], signal: Signal) -> io::Result<usize> {
         let group = self.rule.group_id();
         let mut delivered = 0;
@@ -409,7 +412,15 @@ impl ScannedTree {
             if signal == Signal::KILL && self.killed.contains(&identity) {
                 continue;
             }
-            routes.push((identity, route_to(&mut self.held, identity)));
+            // Within the cap, counting the pidfds opened for this burst.
+            let route = if self.held.contains_key(&identity)
+                || self.held.len() + routes.len() < hold_cap()
+            {
+                route_to(&mut self.held, identity)
+            } else {
+                Some(Route::Unheld)
+            };
+            routes.push((identity, route));
         }
         self.rule.signal_wholesale(signal)?;
         for (identity, route) in routes {
