@@ -40,8 +40,9 @@ impl Rule {
 
     pub(crate) fn members(&self, table: &ProcessTable, others: &Others) -> Vec<Stat> {
         let mut members = table.descendants(&[self.leader]);
+        let mut listed: std::collections::HashSet<i32> = members.iter().map(|m| m.pid).collect();
         for stat in table.group(self.leader) {
-            if !members.iter().any(|m| m.pid == stat.pid) {
+            if listed.insert(stat.pid) {
                 members.push(stat.clone());
             }
         }

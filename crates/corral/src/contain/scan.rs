@@ -296,8 +296,11 @@ impl ScannedTree {
             .filter(|s| !self.rule.disowns(s, &others))
             .map(|s| s.pid)
             .collect();
+        // A set, not a search of the list per process: a tree of 1,000
+        // members would cost a million comparisons per walk.
+        let mut listed: HashSet<i32> = members.iter().map(|m| m.pid).collect();
         for stat in table.descendants(&still_known) {
-            if !members.iter().any(|m| m.pid == stat.pid) {
+            if listed.insert(stat.pid) {
                 members.push(stat);
             }
         }
