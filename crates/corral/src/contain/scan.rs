@@ -125,6 +125,32 @@ impl Rule {
         }
     }
 
+    /// Whether one `/proc` entry is a member by what the walk has read so
+    /// far: a subreaper tree's leader, a member once found, or a child of a
+    /// process judged one earlier in the walk (`/proc` lists pids in order,
+    /// and a child's pid mostly follows its parent's), unless another tree
+    /// claims it. Every such process is a member by [`Rule::members`] too;
+    /// the rest are judged after the walk. Such a member is signalled the
+    /// moment the walk reads it, so its death overlaps the rest of the walk.
+    fn linked_at_sight(
+        &self,
+        stat: &Stat,
+        seen: &HashSet<i32>,
+        known: &Identities,
+        others: &Others,
+    ) -> bool {
+        match self {
+            Rule::Subreaper(rule) => {
+                stat.is_running()
+                    && (stat.pid == rule.leader()
+                        || seen.contains(&stat.ppid)
+                        || known.contains(&(stat.pid, stat.start_time)))
+                    && !others.claims(stat)
+            }
+            Rule::Group(_) | Rule::Recorded(_) => false,
+        }
+    }
+
     /// Processes that may be members but cannot be told yet (a subreaper's
     /// orphans as young as a spawn in progress).
     fn undecided(&self, table: &[Stat], others: &Others) -> usize {
@@ -225,8 +251,11 @@ impl ScannedTree {
     /// caught this way.
     fn scan_signalling(&mut self, signal: Option<Signal>) -> io::Result<(Vec<Stat>, Identities)> {
         let mut reached = HashSet::new();
-        let (rule, live) = (&self.rule, self.live);
+        let (rule, live, known) = (&self.rule, self.live, &self.known);
         let (killed, held) = (&mut self.killed, &mut self.held);
+        // The pids judged members so far in this walk (see
+        // `Rule::linked_at_sight`).
+        let mut seen = HashSet::new();
         let mut others = registry::others(live);
         // A kill's walk holds what it reads by pidfd (within the cap): the
         // members among them need no second `stat` read to be signalled.
@@ -238,8 +267,12 @@ impl ScannedTree {
             |stat, pidfd| {
                 let Some(signal) = signal else { return };
                 let identity = (stat.pid, stat.start_time);
+                let linked = rule.linked_at_sight(stat, &seen, known, &others);
+                if linked {
+                    seen.insert(stat.pid);
+                }
                 if (signal == Signal::KILL && killed.contains(&identity))
-                    || !rule.member_at_sight(stat, &others)
+                    || !(linked || rule.member_at_sight(stat, &others))
                 {
                     if let Some(pidfd) = pidfd
                         && !held.contains_key(&identity)
@@ -251,7 +284,11 @@ impl ScannedTree {
                 }
                 // A tree spawned since the snapshot may own it: look again.
                 registry::renew(&mut others, live);
-                if rule.member_at_sight(stat, &others) {
+                if !rule.linked_at_sight(stat, &seen, known, &others) {
+                    seen.remove(&stat.pid);
+                }
+                if seen.contains(&stat.pid) || rule.member_at_sight(stat, &others) {
+                    seen.insert(stat.pid);
                     let route = match pidfd {
                         Some(pidfd) if !held.contains_key(&identity) => Some(Route::Fresh(pidfd)),
                         _ => route_to(held, identity),
