@@ -9,7 +9,10 @@ use std::{
     collections::{HashMap, HashSet},
     io,
     os::fd::{AsFd, OwnedFd},
-    sync::OnceLock,
+    sync::{
+        OnceLock,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -39,20 +42,55 @@ const REFRESH_SHARE: Duration = Duration::from_millis(200);
 type Identities = HashSet<(i32, u64)>;
 
 /// Members held by a checked pidfd (see [`identity::hold_verified`]).
-type Pidfds = HashMap<(i32, u64), OwnedFd>;
+type Pidfds = HashMap<(i32, u64), Kept>;
 
-/// How many pidfds one tree keeps while it is killed: an eighth of the
-/// descriptors this process may open (the rest is the program's), so that
-/// a few large trees dying at once leave room for everything else. Members
-/// beyond it are checked and signalled as before, with a pidfd closed at
-/// once.
+/// How many pidfds the trees of this process keep at once while they are
+/// killed: a quarter of the descriptors it may open (the rest is the
+/// program's), whatever the number of trees dying together. Members beyond
+/// it are checked and signalled as before, with a pidfd closed at once.
 fn hold_cap() -> usize {
     static CAP: OnceLock<usize> = OnceLock::new();
     *CAP.get_or_init(|| {
         sys::open_files_limit().map_or(usize::MAX, |limit| {
-            usize::try_from(limit / 8).unwrap_or(usize::MAX)
+            usize::try_from(limit / 4).unwrap_or(usize::MAX)
         })
     })
+}
+
+/// How many pidfds are kept now, by every tree of this process.
+static KEPT: AtomicUsize = AtomicUsize::new(0);
+
+/// A pidfd kept by a tree, counted against [`hold_cap`] while it lives.
+#[derive(Debug)]
+struct Kept(OwnedFd);
+
+impl Kept {
+    /// Keeps `pidfd` if the cap allows, else hands it back.
+    fn new(pidfd: OwnedFd) -> Result<Self, OwnedFd> {
+        if KEPT.fetch_add(1, Ordering::SeqCst) < hold_cap() {
+            Ok(Self(pidfd))
+        } else {
+            KEPT.fetch_sub(1, Ordering::SeqCst);
+            Err(pidfd)
+        }
+    }
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        KEPT.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl AsFd for Kept {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+/// How many more pidfds may be kept now.
+fn hold_room() -> usize {
+    hold_cap().saturating_sub(KEPT.load(Ordering::SeqCst))
 }
 
 /// How a member is reached by a signal.
@@ -259,9 +297,9 @@ impl ScannedTree {
         let mut others = registry::others(live);
         // A kill's walk holds what it reads by pidfd (within the cap): the
         // members among them need no second `stat` read to be signalled.
-        let mut candidates = Pidfds::new();
+        let mut candidates: HashMap<(i32, u64), OwnedFd> = HashMap::new();
         let holding = signal == Some(Signal::KILL);
-        let room = std::cell::Cell::new(hold_cap().saturating_sub(held.len()));
+        let room = std::cell::Cell::new(hold_room());
         let table = identity::walk_processes_holding(
             || holding && room.get() > 0,
             |stat, pidfd| {
@@ -305,8 +343,10 @@ impl ScannedTree {
         let members = self.absorb(&ProcessTable::new(table));
         for member in &members {
             let identity = (member.pid, member.start_time);
-            if let Some(pidfd) = candidates.remove(&identity) {
-                self.held.insert(identity, pidfd);
+            if let Some(pidfd) = candidates.remove(&identity)
+                && let Ok(kept) = Kept::new(pidfd)
+            {
+                self.held.insert(identity, kept);
             }
         }
         Ok((members, reached))
@@ -453,9 +493,7 @@ impl ScannedTree {
                 continue;
             }
             // Within the cap, counting the pidfds opened for this burst.
-            let route = if self.held.contains_key(&identity)
-                || self.held.len() + routes.len() < hold_cap()
-            {
+            let route = if self.held.contains_key(&identity) || routes.len() < hold_room() {
                 route_to(&mut self.held, identity)
             } else {
                 Some(Route::Unheld)
@@ -545,11 +583,13 @@ impl ScannedTree {
             None
         } else {
             match hold(&mut self.held, member) {
-                Ok(Held::Pidfd(pidfd)) if self.held.len() < hold_cap() => {
-                    self.held.insert(member, pidfd);
-                    None
-                }
-                Ok(Held::Pidfd(pidfd)) => Some(pidfd),
+                Ok(Held::Pidfd(pidfd)) => match Kept::new(pidfd) {
+                    Ok(kept) => {
+                        self.held.insert(member, kept);
+                        None
+                    }
+                    Err(pidfd) => Some(pidfd),
+                },
                 Ok(Held::Gone) => return,
                 Err(error) => {
                     tracing::debug!(pid = member.0, %error, "no pidfd to wait on");
@@ -558,8 +598,10 @@ impl ScannedTree {
                 }
             }
         };
-        let Some(pidfd) = fresh.as_ref().or_else(|| self.held.get(&member)) else {
-            return;
+        let pidfd = match (&fresh, self.held.get(&member)) {
+            (Some(pidfd), _) => pidfd.as_fd(),
+            (None, Some(kept)) => kept.as_fd(),
+            (None, None) => return,
         };
         if let Err(error) = sys::pidfd_wait_until(pidfd.as_fd(), until).await {
             tracing::debug!(pid = member.0, %error, "waiting on a pidfd failed");
@@ -749,9 +791,9 @@ fn send(
             if signal == Signal::KILL {
                 killed.insert(identity);
                 if let Some(Route::Fresh(pidfd)) = route
-                    && held.len() < hold_cap()
+                    && let Ok(kept) = Kept::new(pidfd)
                 {
-                    held.insert(identity, pidfd);
+                    held.insert(identity, kept);
                 }
             }
             true
@@ -761,5 +803,30 @@ fn send(
             tracing::warn!(pid = identity.0, %signal, %error, "signal failed");
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// However many trees die at once, the pidfds they keep stay within a
+    /// quarter of the descriptors this process may open: the rest is the
+    /// program's, and a signal by identity still needs one of its own.
+    #[test]
+    fn kept_pidfds_stay_within_a_quarter_of_the_descriptor_limit() {
+        // Before the cap is first read (nextest runs each test in a process
+        // of its own).
+        sys::limit_open_files(64).expect("setrlimit");
+        let cap = hold_cap();
+        assert_eq!(cap, 16, "the cap was read before the limit was lowered");
+        let me = sys::pidfd_open(sys::getpid()).expect("pidfd");
+        let kept: Vec<Kept> = (0..32)
+            .filter_map(|_| Kept::new(me.try_clone().expect("dup")).ok())
+            .collect();
+        assert_eq!(kept.len(), cap);
+        assert_eq!(hold_room(), 0);
+        drop(kept);
+        assert_eq!(hold_room(), cap);
     }
 }

@@ -242,6 +242,24 @@ pub(crate) fn open_files_limit() -> Option<u64> {
     rustix::process::getrlimit(rustix::process::Resource::Nofile).current
 }
 
+/// Lowers the soft limit on open descriptors (`RLIMIT_NOFILE`) to `soft`;
+/// for tests of what corral keeps open.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/getrlimit.2.html>
+#[cfg(test)]
+pub(crate) fn limit_open_files(soft: u64) -> io::Result<()> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let maximum = getrlimit(Resource::Nofile).maximum;
+    Ok(setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: Some(soft),
+            maximum,
+        },
+    )?)
+}
+
 /// Whether an error means this process has no descriptor left (`EMFILE`,
 /// `ENFILE`).
 pub(crate) fn is_out_of_descriptors(error: &io::Error) -> bool {
