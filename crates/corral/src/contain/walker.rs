@@ -54,6 +54,16 @@ impl Walk {
 /// processes, or 1,000 trees, about every second or two).
 const BUDGET: u32 = 60;
 
+/// However costly a round, a shared walk is renewed at least this often, so
+/// that a `setsid` child of a running tree is learnt of within this bound
+/// (plus one walk) on any host; beyond it the budget gives way.
+const LONGEST: Duration = Duration::from_secs(5);
+
+/// How long a walk may be reused by re-scans asking for `max_age`.
+fn reuse_for(walk: &Walk, max_age: Duration) -> Duration {
+    max_age.max((walk.cost() * BUDGET).min(LONGEST))
+}
+
 static LATEST: Mutex<Option<Walk>> = Mutex::new(None);
 /// Whether a task is walking for [`after`] (the others wait for it).
 static WALKING: AtomicBool = AtomicBool::new(false);
@@ -87,9 +97,7 @@ fn walk() -> io::Result<Arc<ProcessTable>> {
 /// How long a walk is reused by [`recent`] with `max_age`: when a new one
 /// can be there.
 pub(crate) fn cadence(max_age: Duration) -> Duration {
-    latest()
-        .as_ref()
-        .map_or(max_age, |w| max_age.max(w.cost() * BUDGET))
+    latest().as_ref().map_or(max_age, |w| reuse_for(w, max_age))
 }
 
 /// Counts `spent` (a tree judging walk `serial` in a re-scan) against the
@@ -108,7 +116,7 @@ pub(crate) fn judged(serial: u64, spent: Duration) {
 pub(crate) fn recent(max_age: Duration) -> io::Result<(u64, Instant, Arc<ProcessTable>)> {
     if let Some(walk) = latest()
         .as_ref()
-        .filter(|w| w.started.elapsed() <= max_age.max(w.cost() * BUDGET))
+        .filter(|w| w.started.elapsed() <= reuse_for(w, max_age))
     {
         return Ok((walk.serial, walk.started, Arc::clone(&walk.table)));
     }
@@ -182,6 +190,30 @@ mod tests {
         let started = latest().as_ref().map(|w| w.started).expect("a walk");
         assert!(started >= since);
         assert_eq!(tables.len(), 1, "50 callers, {} walks", tables.len());
+    }
+
+    /// However long a round of re-scans takes (a huge host, thousands of
+    /// trees, a loaded machine), a shared walk is reused for at most
+    /// `LONGEST`: the window in which a running tree can miss a `setsid`
+    /// child stays bounded.
+    #[test]
+    fn a_costly_round_is_reused_for_at_most_the_longest_bound() {
+        *latest() = Some(Walk {
+            serial: 1,
+            started: Instant::now(),
+            took: Duration::from_secs(1),
+            table: Arc::new(ProcessTable::default()),
+            judged: Duration::from_secs(1),
+            judged_before: Duration::ZERO,
+        });
+        assert_eq!(cadence(Duration::from_millis(200)), LONGEST);
+        assert_eq!(cadence(Duration::from_secs(9)), Duration::from_secs(9));
+        latest().as_mut().expect("walk").took = Duration::from_micros(100);
+        latest().as_mut().expect("walk").judged = Duration::from_micros(100);
+        assert_eq!(
+            cadence(Duration::from_millis(200)),
+            Duration::from_millis(200)
+        );
     }
 
     /// A walk older than the moment asked for is never handed out.
