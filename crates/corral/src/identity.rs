@@ -121,6 +121,19 @@ pub fn all_processes() -> io::Result<Vec<Stat>> {
 /// [`all_processes`], calling `visit` on each entry the moment it is read,
 /// before the walk goes on (see `ScannedTree::signal`).
 pub(crate) fn walk_processes(mut visit: impl FnMut(&Stat)) -> io::Result<Vec<Stat>> {
+    walk_processes_holding(|| false, |stat, _| visit(stat))
+}
+
+/// [`walk_processes`], holding processes by pidfd while `hold()` says so:
+/// each pidfd is opened *before* the process's `stat` is read and is handed
+/// to `visit` only if it has not exited after the read. Then it refers to
+/// the very process the entry describes (a pid is not reused while its
+/// process is unreaped), with no second read of its `stat` (see
+/// [`hold_verified`]).
+pub(crate) fn walk_processes_holding(
+    mut hold: impl FnMut() -> bool,
+    mut visit: impl FnMut(&Stat, Option<std::os::fd::OwnedFd>),
+) -> io::Result<Vec<Stat>> {
     let mut found = Vec::new();
     for entry in fs::read_dir("/proc")? {
         let Ok(entry) = entry else { continue };
@@ -131,8 +144,14 @@ pub(crate) fn walk_processes(mut visit: impl FnMut(&Stat)) -> io::Result<Vec<Sta
         else {
             continue;
         };
+        let pidfd = if hold() {
+            sys::pidfd_open(pid).ok()
+        } else {
+            None
+        };
         if let Ok(stat) = read_stat(pid) {
-            visit(&stat);
+            let pidfd = pidfd.filter(|fd| !sys::pidfd_exited(std::os::fd::AsFd::as_fd(fd)));
+            visit(&stat, pidfd);
             found.push(stat);
         }
     }
@@ -183,6 +202,48 @@ pub(crate) fn signal_verified(pid: i32, start_time: u64, signal: Signal) -> io::
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e),
     })
+}
+
+/// A process held by a pidfd that was checked to be the one corral saw.
+#[derive(Debug)]
+pub(crate) enum Held {
+    /// The pidfd, opened *before* the start time was checked: it refers to
+    /// the process corral judged a member, for as long as it is kept, so
+    /// signals through it need no further check.
+    Pidfd(std::os::fd::OwnedFd),
+    /// The process is gone, or the pid now belongs to another process.
+    Gone,
+}
+
+/// Opens a pidfd for `pid` and checks that the process has `start_time` and
+/// is running: [`signal_verified`]'s check, with the pidfd kept for later
+/// signals and for waiting on the process's exit. An error where the kernel
+/// has no pidfds (the caller then signals with [`signal_verified`]) or no
+/// descriptor is left.
+pub(crate) fn hold_verified(pid: i32, start_time: u64) -> io::Result<Held> {
+    let pidfd = match sys::pidfd_open(pid) {
+        Ok(fd) => fd,
+        Err(e) if sys::is_gone(&e) => return Ok(Held::Gone),
+        Err(e) => return Err(e),
+    };
+    match read_stat(pid) {
+        Ok(stat) if stat.start_time == start_time && stat.is_running() => Ok(Held::Pidfd(pidfd)),
+        Ok(_) => Ok(Held::Gone),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Held::Gone),
+        Err(e) => Err(e),
+    }
+}
+
+/// Sends `signal` through a pidfd from [`hold_verified`].
+pub(crate) fn signal_held(
+    pidfd: std::os::fd::BorrowedFd<'_>,
+    signal: Signal,
+) -> io::Result<Delivery> {
+    match sys::pidfd_signal(pidfd, signal) {
+        Ok(()) => Ok(Delivery::Sent),
+        Err(e) if sys::is_gone(&e) => Ok(Delivery::Gone),
+        Err(e) => Err(e),
+    }
 }
 
 /// Sends `signal` to the process with this pid only if `belongs` (evaluated
@@ -514,6 +575,58 @@ pub(crate) mod tests {
             signal_verified(pid, real, Signal::KILL).expect("checked"),
             Delivery::Gone
         );
+    }
+
+    /// A pidfd is kept for a member only after the start time corral saw
+    /// was checked: a process with another start time is never held (and
+    /// so never signalled through a kept pidfd).
+    #[test]
+    fn never_holds_a_process_with_another_start_time() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id() as i32;
+        let real = read_stat(pid).expect("stat").start_time;
+        let impostor = hold_verified(pid, real + 1).expect("checked");
+        let held = hold_verified(pid, real).expect("checked");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(matches!(impostor, Held::Gone), "{impostor:?}");
+        assert!(matches!(held, Held::Pidfd(_)), "{held:?}");
+    }
+
+    /// A walk that holds what it reads hands over a pidfd only for a process
+    /// still running after its `stat` was read: a pidfd whose process has
+    /// exited may belong to a pid already reused by the entry just read.
+    #[test]
+    fn a_holding_walk_hands_over_pidfds_of_running_processes_only() {
+        let mut running = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let mut exited = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let (running_pid, exited_pid) = (running.id() as i32, exited.id() as i32);
+        // Unreaped, `true` stays a zombie: its pidfd opens, and is readable.
+        let pidfd = sys::pidfd_open(exited_pid).expect("pidfd");
+        sys::wait_readable(std::os::fd::AsFd::as_fd(&pidfd)).expect("exit");
+        let mut handed = HashMap::new();
+        walk_processes_holding(
+            || true,
+            |stat, pidfd| {
+                if stat.pid == running_pid || stat.pid == exited_pid {
+                    handed.insert(stat.pid, pidfd.is_some());
+                }
+            },
+        )
+        .expect("walk");
+        let _ = running.kill();
+        let _ = running.wait();
+        let _ = exited.wait();
+        assert_eq!(handed.get(&running_pid), Some(&true), "the running one");
+        assert_eq!(handed.get(&exited_pid), Some(&false), "the zombie");
     }
 
     #[test]

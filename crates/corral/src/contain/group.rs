@@ -40,8 +40,9 @@ impl Rule {
 
     pub(crate) fn members(&self, table: &ProcessTable, others: &Others) -> Vec<Stat> {
         let mut members = table.descendants(&[self.leader]);
+        let mut listed: std::collections::HashSet<i32> = members.iter().map(|m| m.pid).collect();
         for stat in table.group(self.leader) {
-            if !members.iter().any(|m| m.pid == stat.pid) {
+            if listed.insert(stat.pid) {
                 members.push(stat.clone());
             }
         }
@@ -97,6 +98,13 @@ mod tests {
         let pid = child.id() as i32;
         let start_time = crate::identity::read_stat(pid).expect("stat").start_time;
         let mut tree = ScannedTree::new(ScanRule::Group(Rule { leader: pid }), None);
+        // A shared walk from after the tree was set up (an older one tells
+        // it nothing).
+        let walked = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(super::super::walker::after(std::time::Instant::now()));
+        walked.expect("walk");
         let first = tree.refresh();
         let second = tree.refresh();
         let _ = child.kill();

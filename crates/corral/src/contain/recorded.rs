@@ -40,6 +40,8 @@ pub(crate) struct Named<'a> {
 }
 
 /// The recorded tree as it is now.
+// One short-lived value per record read: boxing the tree would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum Rebuilt {
     /// Something of it may be left: this tree holds it.

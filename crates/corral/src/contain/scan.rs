@@ -5,7 +5,16 @@
 //! plus start time), and emptiness is polled, since no kernel notification
 //! exists for "no process matches this rule".
 
-use std::{collections::HashSet, io, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    io,
+    os::fd::{AsFd, OwnedFd},
+    sync::{
+        OnceLock,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
 use tokio::time::Instant;
 
@@ -16,8 +25,9 @@ use super::{
 };
 use crate::{
     identity::ProcessInfo,
-    identity::{self, Delivery, ProcessTable, Stat},
+    identity::{self, Delivery, Held, ProcessTable, Stat},
     signal::Signal,
+    sys,
 };
 
 /// How often emptiness is re-checked while waiting: starts fast, backs off.
@@ -30,6 +40,70 @@ const REFRESH_SHARE: Duration = Duration::from_millis(200);
 
 /// Processes by identity: (pid, start time).
 type Identities = HashSet<(i32, u64)>;
+
+/// Members held by a checked pidfd (see [`identity::hold_verified`]).
+type Pidfds = HashMap<(i32, u64), Kept>;
+
+/// How many pidfds the trees of this process keep at once while they are
+/// killed: a quarter of the descriptors it may open (the rest is the
+/// program's), whatever the number of trees dying together. Members beyond
+/// it are checked and signalled as before, with a pidfd closed at once.
+fn hold_cap() -> usize {
+    static CAP: OnceLock<usize> = OnceLock::new();
+    *CAP.get_or_init(|| {
+        sys::open_files_limit().map_or(usize::MAX, |limit| {
+            usize::try_from(limit / 4).unwrap_or(usize::MAX)
+        })
+    })
+}
+
+/// How many pidfds are kept now, by every tree of this process.
+static KEPT: AtomicUsize = AtomicUsize::new(0);
+
+/// A pidfd kept by a tree, counted against [`hold_cap`] while it lives.
+#[derive(Debug)]
+struct Kept(OwnedFd);
+
+impl Kept {
+    /// Keeps `pidfd` if the cap allows, else hands it back.
+    fn new(pidfd: OwnedFd) -> Result<Self, OwnedFd> {
+        if KEPT.fetch_add(1, Ordering::SeqCst) < hold_cap() {
+            Ok(Self(pidfd))
+        } else {
+            KEPT.fetch_sub(1, Ordering::SeqCst);
+            Err(pidfd)
+        }
+    }
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        KEPT.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl AsFd for Kept {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+/// How many more pidfds may be kept now.
+fn hold_room() -> usize {
+    hold_cap().saturating_sub(KEPT.load(Ordering::SeqCst))
+}
+
+/// How a member is reached by a signal.
+enum Route {
+    /// Through the pidfd the tree holds for it.
+    Held,
+    /// Through a pidfd just opened and checked.
+    Fresh(OwnedFd),
+    /// No pidfd could be kept (none in this kernel, or no descriptor left):
+    /// checked and signalled in one step, as [`identity::signal_verified`]
+    /// does.
+    Unheld,
+}
 
 /// Which processes belong to the tree.
 #[derive(Debug)]
@@ -89,6 +163,32 @@ impl Rule {
         }
     }
 
+    /// Whether one `/proc` entry is a member by what the walk has read so
+    /// far: a subreaper tree's leader, a member once found, or a child of a
+    /// process judged one earlier in the walk (`/proc` lists pids in order,
+    /// and a child's pid mostly follows its parent's), unless another tree
+    /// claims it. Every such process is a member by [`Rule::members`] too;
+    /// the rest are judged after the walk. Such a member is signalled the
+    /// moment the walk reads it, so its death overlaps the rest of the walk.
+    fn linked_at_sight(
+        &self,
+        stat: &Stat,
+        seen: &HashSet<i32>,
+        known: &Identities,
+        others: &Others,
+    ) -> bool {
+        match self {
+            Rule::Subreaper(rule) => {
+                stat.is_running()
+                    && (stat.pid == rule.leader()
+                        || seen.contains(&stat.ppid)
+                        || known.contains(&(stat.pid, stat.start_time)))
+                    && !others.claims(stat)
+            }
+            Rule::Group(_) | Rule::Recorded(_) => false,
+        }
+    }
+
     /// Processes that may be members but cannot be told yet (a subreaper's
     /// orphans as young as a spawn in progress).
     fn undecided(&self, table: &[Stat], others: &Others) -> usize {
@@ -138,6 +238,18 @@ pub(crate) struct ScannedTree {
     killed: Identities,
     /// The serial number of the shared walk the last re-scan judged.
     absorbed: Option<u64>,
+    /// Members held by a checked pidfd while the tree is killed: signalled
+    /// and waited for through it (its exit makes it readable), and, with a
+    /// subreaper, reaped through it, without a `/proc` read per pass. Boxed:
+    /// a running tree, the common case, holds none.
+    held: Box<Pidfds>,
+    /// The leader, by identity.
+    leader: Option<(i32, u64)>,
+    /// Whether the walk that found the tree empty also reaped its zombies
+    /// (a subreaper's), so that closing need not walk again.
+    tidied: bool,
+    /// When the tree was set up (after its leader's fork).
+    created: std::time::Instant,
 }
 
 impl ScannedTree {
@@ -151,7 +263,19 @@ impl ScannedTree {
             last: Vec::new(),
             undecided: 0,
             absorbed: None,
+            held: Box::default(),
+            leader: None,
+            tidied: false,
+            created: std::time::Instant::now(),
         }
+    }
+
+    /// Names the leader: a member from the start, so that the first look at
+    /// a running tree is a read of the leader's `stat`, not a walk.
+    pub(crate) fn with_leader(mut self, pid: i32, start_time: u64) -> Self {
+        self.leader = Some((pid, start_time));
+        self.last.push((pid, start_time));
+        self
     }
 
     fn scan(&mut self) -> io::Result<Vec<Stat>> {
@@ -165,32 +289,67 @@ impl ScannedTree {
     /// caught this way.
     fn scan_signalling(&mut self, signal: Option<Signal>) -> io::Result<(Vec<Stat>, Identities)> {
         let mut reached = HashSet::new();
-        let (rule, live, killed) = (&self.rule, self.live, &mut self.killed);
+        let (rule, live, known) = (&self.rule, self.live, &self.known);
+        let (killed, held) = (&mut self.killed, &mut self.held);
+        // The pids judged members so far in this walk (see
+        // `Rule::linked_at_sight`).
+        let mut seen = HashSet::new();
         let mut others = registry::others(live);
-        let table = identity::walk_processes(|stat| {
-            let Some(signal) = signal else { return };
-            let identity = (stat.pid, stat.start_time);
-            if (signal == Signal::KILL && killed.contains(&identity))
-                || !rule.member_at_sight(stat, &others)
-            {
-                return;
-            }
-            // A tree spawned since the snapshot may own it: look again.
-            registry::renew(&mut others, live);
-            if rule.member_at_sight(stat, &others)
-                && let Ok(Delivery::Sent) =
-                    identity::signal_verified(stat.pid, stat.start_time, signal)
-            {
-                reached.insert(identity);
-                if signal == Signal::KILL {
-                    killed.insert(identity);
+        // A kill's walk holds what it reads by pidfd (within the cap): the
+        // members among them need no second `stat` read to be signalled.
+        let mut candidates: HashMap<(i32, u64), OwnedFd> = HashMap::new();
+        let holding = signal == Some(Signal::KILL);
+        let room = std::cell::Cell::new(hold_room());
+        let table = identity::walk_processes_holding(
+            || holding && room.get() > 0,
+            |stat, pidfd| {
+                let Some(signal) = signal else { return };
+                let identity = (stat.pid, stat.start_time);
+                let linked = rule.linked_at_sight(stat, &seen, known, &others);
+                if linked {
+                    seen.insert(stat.pid);
                 }
-            }
-        })?;
+                if (signal == Signal::KILL && killed.contains(&identity))
+                    || !(linked || rule.member_at_sight(stat, &others))
+                {
+                    if let Some(pidfd) = pidfd
+                        && !held.contains_key(&identity)
+                    {
+                        candidates.insert(identity, pidfd);
+                        room.set(room.get().saturating_sub(1));
+                    }
+                    return;
+                }
+                // A tree spawned since the snapshot may own it: look again.
+                registry::renew(&mut others, live);
+                if !rule.linked_at_sight(stat, &seen, known, &others) {
+                    seen.remove(&stat.pid);
+                }
+                if seen.contains(&stat.pid) || rule.member_at_sight(stat, &others) {
+                    seen.insert(stat.pid);
+                    let route = match pidfd {
+                        Some(pidfd) if !held.contains_key(&identity) => Some(Route::Fresh(pidfd)),
+                        _ => route_to(held, identity),
+                    };
+                    if send(held, killed, identity, route, signal) {
+                        reached.insert(identity);
+                    }
+                }
+            },
+        )?;
         if matches!(self.rule, Rule::Subreaper(_)) {
             registry::forget_gone(&table);
         }
-        Ok((self.absorb(&ProcessTable::new(table)), reached))
+        let members = self.absorb(&ProcessTable::new(table));
+        for member in &members {
+            let identity = (member.pid, member.start_time);
+            if let Some(pidfd) = candidates.remove(&identity)
+                && let Ok(kept) = Kept::new(pidfd)
+            {
+                self.held.insert(identity, kept);
+            }
+        }
+        Ok((members, reached))
     }
 
     /// Judges membership on a walk: the running members, remembered (as
@@ -214,8 +373,11 @@ impl ScannedTree {
             .filter(|s| !self.rule.disowns(s, &others))
             .map(|s| s.pid)
             .collect();
+        // A set, not a search of the list per process: a tree of 1,000
+        // members would cost a million comparisons per walk.
+        let mut listed: HashSet<i32> = members.iter().map(|m| m.pid).collect();
         for stat in table.descendants(&still_known) {
-            if !members.iter().any(|m| m.pid == stat.pid) {
+            if listed.insert(stat.pid) {
                 members.push(stat);
             }
         }
@@ -251,11 +413,15 @@ impl ScannedTree {
     pub(crate) fn refresh(&mut self) -> Option<Vec<crate::identity::Identity>> {
         let before: Identities = self.last.iter().copied().collect();
         let scanned = if self.shares_walks() {
-            walker::recent(REFRESH_SHARE).map(|(serial, table)| {
-                // A walk this tree has judged already tells it nothing new.
-                if self.absorbed != Some(serial) {
+            walker::recent(REFRESH_SHARE).map(|(serial, started, table)| {
+                // A walk this tree has judged already tells it nothing new,
+                // nor does one from before its spawn (its leader is not in
+                // it: judging it would forget the leader).
+                if self.absorbed != Some(serial) && started >= self.created {
+                    let judging = std::time::Instant::now();
                     self.absorb(&table);
                     self.absorbed = Some(serial);
+                    walker::judged(serial, judging.elapsed());
                 }
             })
         } else {
@@ -303,11 +469,17 @@ impl ScannedTree {
     /// identity once is not sent it again on the next pass (a dying tree of
     /// 1,000 processes would otherwise cost 1,000 pidfds per pass), and a
     /// member still in the group when it was killed whole needs no pidfd of
-    /// its own. Returns how many members were reached.
+    /// its own. A member killed by identity keeps its pidfd (within
+    /// [`hold_cap`]): the kill then waits for its exit on it. Returns how
+    /// many members were reached.
     fn signal_members(&mut self, members: &[Stat], signal: Signal) -> io::Result<usize> {
-        self.rule.signal_wholesale(signal)?;
         let group = self.rule.group_id();
         let mut delivered = 0;
+        // The checks first (a pidfd opened, then the start time read), while
+        // nothing dies yet; then the signals in a burst. Checked one by one
+        // after the group's `SIGKILL`, 333 members took 10-50 ms here: the
+        // checks competed for the CPU with hundreds of dying processes.
+        let mut routes = Vec::new();
         for member in members {
             let identity = (member.pid, member.start_time);
             if Some(member.pgid) == group {
@@ -320,15 +492,18 @@ impl ScannedTree {
             if signal == Signal::KILL && self.killed.contains(&identity) {
                 continue;
             }
-            match identity::signal_verified(member.pid, member.start_time, signal) {
-                Ok(Delivery::Sent) => {
-                    delivered += 1;
-                    if signal == Signal::KILL {
-                        self.killed.insert(identity);
-                    }
-                }
-                Ok(Delivery::Gone) => {}
-                Err(error) => tracing::warn!(pid = member.pid, %signal, %error, "signal failed"),
+            // Within the cap, counting the pidfds opened for this burst.
+            let route = if self.held.contains_key(&identity) || routes.len() < hold_room() {
+                route_to(&mut self.held, identity)
+            } else {
+                Some(Route::Unheld)
+            };
+            routes.push((identity, route));
+        }
+        self.rule.signal_wholesale(signal)?;
+        for (identity, route) in routes {
+            if send(&mut self.held, &mut self.killed, identity, route, signal) {
+                delivered += 1;
             }
         }
         Ok(delivered)
@@ -379,14 +554,73 @@ impl ScannedTree {
     /// tree of N processes reads each one's `stat` about once, not N times
     /// per poll.
     fn a_member_still_runs(&mut self) -> bool {
+        self.running_member().is_some()
+    }
+
+    /// A member the last walk found that still runs (a held one is asked
+    /// through its pidfd, the others by their `stat`); the ones seen gone
+    /// are dropped from the list on the way.
+    fn running_member(&mut self) -> Option<(i32, u64)> {
         while let Some(&(pid, start_time)) = self.last.last() {
-            if identity::read_stat(pid).is_ok_and(|s| s.start_time == start_time && s.is_running())
-            {
-                return true;
+            let running = match self.held.get(&(pid, start_time)) {
+                Some(pidfd) => !sys::pidfd_exited(pidfd.as_fd()),
+                None => identity::read_stat(pid)
+                    .is_ok_and(|s| s.start_time == start_time && s.is_running()),
+            };
+            if running {
+                return Some((pid, start_time));
             }
             self.last.pop();
         }
-        false
+        None
+    }
+
+    /// Waits until `member` exits or `until` passes: on its pidfd (held, or
+    /// opened and checked now and kept), so the wait ends the moment it
+    /// dies; where no pidfd can be had, a short sleep.
+    async fn wait_exit(&mut self, member: (i32, u64), until: Instant) {
+        let fresh = if self.held.contains_key(&member) {
+            None
+        } else {
+            match hold(&mut self.held, member) {
+                Ok(Held::Pidfd(pidfd)) => match Kept::new(pidfd) {
+                    Ok(kept) => {
+                        self.held.insert(member, kept);
+                        None
+                    }
+                    Err(pidfd) => Some(pidfd),
+                },
+                Ok(Held::Gone) => return,
+                Err(error) => {
+                    tracing::debug!(pid = member.0, %error, "no pidfd to wait on");
+                    tokio::time::sleep_until(until.min(Instant::now() + POLL_MAX)).await;
+                    return;
+                }
+            }
+        };
+        let pidfd = match (&fresh, self.held.get(&member)) {
+            (Some(pidfd), _) => pidfd.as_fd(),
+            (None, Some(kept)) => kept.as_fd(),
+            (None, None) => return,
+        };
+        if let Err(error) = sys::pidfd_wait_until(pidfd.as_fd(), until).await {
+            tracing::debug!(pid = member.0, %error, "waiting on a pidfd failed");
+            tokio::time::sleep_until(until.min(Instant::now() + POLL_MAX)).await;
+        }
+    }
+
+    /// Reaps, through their pidfds, the killed members that are adopted
+    /// zombies by now (a subreaper's), so that the next walk neither reads
+    /// nor reaps them, nor counts them as members exiting unnamed. Never the
+    /// leader, whose status the supervisor takes.
+    fn reap_held(&mut self) {
+        if !matches!(self.rule, Rule::Subreaper(_)) {
+            return;
+        }
+        let leader = self.leader;
+        self.held.retain(|identity, pidfd| {
+            Some(*identity) == leader || !sys::reap_pidfd(pidfd.as_fd()).unwrap_or(false)
+        });
     }
 
     pub(crate) async fn wait_empty(
@@ -399,18 +633,28 @@ impl ScannedTree {
         loop {
             if kill_late {
                 // While a member the last walk found is still dying, a new
-                // walk would mostly find the same processes: wait for them,
-                // but walk at least every `KILL_WALK_EVERY`, so that a process
-                // forked before its parent's SIGKILL (unseen by that walk) is
-                // killed on sight even while a member is stuck dying. A walk
-                // that finds nobody (it started after the last member was seen
+                // walk would mostly find the same processes: wait for them
+                // on their pidfds (woken by each exit, not polling), but walk
+                // at least every `KILL_WALK_EVERY`, so that a process forked
+                // before its parent's SIGKILL (unseen by that walk) is killed
+                // on sight even while a member is stuck dying. A walk that
+                // finds nobody (it started after the last member was seen
                 // gone) is the verdict.
-                let due = walked.elapsed() >= KILL_WALK_EVERY || !self.a_member_still_runs();
-                if due {
+                let mut running = self.running_member();
+                if running.is_none() || walked.elapsed() >= KILL_WALK_EVERY {
                     walked = Instant::now();
                     if self.kill_pass().await? {
                         return Ok(true);
                     }
+                    running = self.running_member();
+                }
+                if let Some(member) = running {
+                    if Instant::now() >= deadline {
+                        return self.is_empty_shared().await;
+                    }
+                    self.wait_exit(member, deadline.min(walked + KILL_WALK_EVERY))
+                        .await;
+                    continue;
                 }
             } else if self.is_empty_shared().await? {
                 return Ok(true);
@@ -430,15 +674,20 @@ impl ScannedTree {
     }
 
     /// One pass of a kill: a walk that started now; true if it found the
-    /// tree empty, else `SIGKILL` to what it found.
+    /// tree empty, else `SIGKILL` to what it found (a subreaper's adopted
+    /// orphans the moment the walk reads them).
     async fn kill_pass(&mut self) -> io::Result<bool> {
-        if !self.shares_walks() {
-            return Ok(self.signal(Signal::KILL)? == 0 && self.is_empty()?);
-        }
-        let members = self.scan_shared().await?;
+        self.reap_held();
+        let members = if self.shares_walks() {
+            self.scan_shared().await?
+        } else {
+            self.scan_signalling(Some(Signal::KILL))?.0
+        };
         if self.judged_empty(&members) {
+            self.tidied = true;
             return Ok(true);
         }
+        // Those killed at sight are not sent it again.
         self.signal_members(&members, Signal::KILL)?;
         Ok(false)
     }
@@ -478,11 +727,106 @@ impl ScannedTree {
     }
 
     pub(crate) fn close(&mut self) {
+        self.held.clear();
         if matches!(self.rule, Rule::Subreaper(_))
+            && !self.tidied
             && let Ok(table) = identity::all_processes()
         {
             let _ = self.rule.tidy(&table, &registry::others(self.live));
         }
         self.rule.close();
+    }
+}
+
+/// [`identity::hold_verified`]; out of descriptors, the tree lets go of the
+/// pidfds it holds (they only save work) and tries once more.
+fn hold(held: &mut Pidfds, (pid, start_time): (i32, u64)) -> io::Result<Held> {
+    match identity::hold_verified(pid, start_time) {
+        Err(error) if sys::is_out_of_descriptors(&error) && !held.is_empty() => {
+            held.clear();
+            identity::hold_verified(pid, start_time)
+        }
+        other => other,
+    }
+}
+
+/// How `identity` can be signalled: through a pidfd already held, one just
+/// opened and checked, or (none to be had) a check and a signal in one step.
+/// `None` if the process is gone.
+fn route_to(held: &mut Pidfds, identity: (i32, u64)) -> Option<Route> {
+    if held.contains_key(&identity) {
+        return Some(Route::Held);
+    }
+    match hold(held, identity) {
+        Ok(Held::Pidfd(pidfd)) => Some(Route::Fresh(pidfd)),
+        Ok(Held::Gone) => None,
+        Err(error) => {
+            tracing::debug!(pid = identity.0, %error, "no pidfd kept");
+            Some(Route::Unheld)
+        }
+    }
+}
+
+/// Sends `signal` to a member along `route`; true if it was delivered. A
+/// member sent `SIGKILL` is remembered (never sent it again) and its pidfd
+/// kept, within [`hold_cap`], to wait for its exit.
+fn send(
+    held: &mut Pidfds,
+    killed: &mut Identities,
+    identity: (i32, u64),
+    route: Option<Route>,
+    signal: Signal,
+) -> bool {
+    let delivery = match &route {
+        None => return false,
+        Some(Route::Held) => match held.get(&identity) {
+            Some(pidfd) => identity::signal_held(pidfd.as_fd(), signal),
+            None => identity::signal_verified(identity.0, identity.1, signal),
+        },
+        Some(Route::Fresh(pidfd)) => identity::signal_held(pidfd.as_fd(), signal),
+        Some(Route::Unheld) => identity::signal_verified(identity.0, identity.1, signal),
+    };
+    match delivery {
+        Ok(Delivery::Sent) => {
+            if signal == Signal::KILL {
+                killed.insert(identity);
+                if let Some(Route::Fresh(pidfd)) = route
+                    && let Ok(kept) = Kept::new(pidfd)
+                {
+                    held.insert(identity, kept);
+                }
+            }
+            true
+        }
+        Ok(Delivery::Gone) => false,
+        Err(error) => {
+            tracing::warn!(pid = identity.0, %signal, %error, "signal failed");
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// However many trees die at once, the pidfds they keep stay within a
+    /// quarter of the descriptors this process may open: the rest is the
+    /// program's, and a signal by identity still needs one of its own.
+    #[test]
+    fn kept_pidfds_stay_within_a_quarter_of_the_descriptor_limit() {
+        // Before the cap is first read (nextest runs each test in a process
+        // of its own).
+        sys::limit_open_files(64).expect("setrlimit");
+        let cap = hold_cap();
+        assert_eq!(cap, 16, "the cap was read before the limit was lowered");
+        let me = sys::pidfd_open(sys::getpid()).expect("pidfd");
+        let kept: Vec<Kept> = (0..32)
+            .filter_map(|_| Kept::new(me.try_clone().expect("dup")).ok())
+            .collect();
+        assert_eq!(kept.len(), cap);
+        assert_eq!(hold_room(), 0);
+        drop(kept);
+        assert_eq!(hold_room(), cap);
     }
 }

@@ -105,6 +105,11 @@ impl Rule {
         }
     }
 
+    /// The leader's pid.
+    pub(crate) fn leader(&self) -> i32 {
+        self.leader
+    }
+
     /// Whether this process is an orphan that re-parented to us since the
     /// leader started: ours unless another tree of this process claims it.
     fn is_orphan(&self, s: &Stat) -> bool {

@@ -87,14 +87,17 @@ impl Prepared {
         let live = Some(live.id());
         Ok(match self {
             Prepared::Cgroup(leaf) => Tree::Cgroup(leaf.watch()?),
-            Prepared::Subreaper(claim) => Tree::Scanned(scan::ScannedTree::new(
-                scan::Rule::Subreaper(subreaper::Rule::new(leader, claim)),
-                live,
-            )),
-            Prepared::Group => Tree::Scanned(scan::ScannedTree::new(
-                scan::Rule::Group(group::Rule::new(leader)),
-                live,
-            )),
+            Prepared::Subreaper(claim) => Tree::Scanned(
+                scan::ScannedTree::new(
+                    scan::Rule::Subreaper(subreaper::Rule::new(leader, claim)),
+                    live,
+                )
+                .with_leader(leader.pid, leader.start_time),
+            ),
+            Prepared::Group => Tree::Scanned(
+                scan::ScannedTree::new(scan::Rule::Group(group::Rule::new(leader)), live)
+                    .with_leader(leader.pid, leader.start_time),
+            ),
         })
     }
 }

@@ -33,13 +33,36 @@ struct Walk {
     started: Instant,
     took: Duration,
     table: Arc<ProcessTable>,
+    /// The time trees spent judging this walk in their re-scans, so far.
+    judged: Duration,
+    /// The same for the walk before (this one's is still growing).
+    judged_before: Duration,
 }
 
-/// Re-scans of running trees spend at most 1/`BUDGET` of a core on walks:
-/// on a host with many processes a walk takes longer, so a shared one is
-/// used for longer (every 200 ms with a few hundred processes; with 3,000,
-/// about every two seconds).
+impl Walk {
+    /// What one round of re-scans costs: the walk, and every tree judging
+    /// it.
+    fn cost(&self) -> Duration {
+        self.took + self.judged.max(self.judged_before)
+    }
+}
+
+/// Re-scans of running trees spend at most 1/`BUDGET` of a core on walks
+/// and on judging them: on a host with many processes a walk takes longer,
+/// and with many trees judging one does, so a shared one is used for longer
+/// (every 200 ms with a few hundred processes and trees; with 3,000
+/// processes, or 1,000 trees, about every second or two).
 const BUDGET: u32 = 60;
+
+/// However costly a round, a shared walk is renewed at least this often, so
+/// that a `setsid` child of a running tree is learnt of within this bound
+/// (plus one walk) on any host; beyond it the budget gives way.
+const LONGEST: Duration = Duration::from_secs(5);
+
+/// How long a walk may be reused by re-scans asking for `max_age`.
+fn reuse_for(walk: &Walk, max_age: Duration) -> Duration {
+    max_age.max((walk.cost() * BUDGET).min(LONGEST))
+}
 
 static LATEST: Mutex<Option<Walk>> = Mutex::new(None);
 /// Whether a task is walking for [`after`] (the others wait for it).
@@ -58,11 +81,14 @@ fn walk() -> io::Result<Arc<ProcessTable>> {
     let mut latest = latest();
     if latest.as_ref().is_none_or(|w| w.started < started) {
         let serial = latest.as_ref().map_or(1, |w| w.serial + 1);
+        let judged_before = latest.as_ref().map_or(Duration::ZERO, |w| w.judged);
         *latest = Some(Walk {
             serial,
             started,
             took,
             table: Arc::clone(&table),
+            judged: Duration::ZERO,
+            judged_before,
         });
     }
     Ok(table)
@@ -71,24 +97,34 @@ fn walk() -> io::Result<Arc<ProcessTable>> {
 /// How long a walk is reused by [`recent`] with `max_age`: when a new one
 /// can be there.
 pub(crate) fn cadence(max_age: Duration) -> Duration {
-    latest()
-        .as_ref()
-        .map_or(max_age, |w| max_age.max(w.took * BUDGET))
+    latest().as_ref().map_or(max_age, |w| reuse_for(w, max_age))
 }
 
-/// The latest walk if it started at most `max_age` ago (or, where a walk
-/// takes long, [`BUDGET`] times as long as it took), else a new one.
-/// With the walk's serial number (a tree that judged it already can skip it).
-pub(crate) fn recent(max_age: Duration) -> io::Result<(u64, Arc<ProcessTable>)> {
+/// Counts `spent` (a tree judging walk `serial` in a re-scan) against the
+/// budget.
+pub(crate) fn judged(serial: u64, spent: Duration) {
+    if let Some(walk) = latest().as_mut().filter(|w| w.serial == serial) {
+        walk.judged += spent;
+    }
+}
+
+/// The latest walk if it started at most `max_age` ago (or, where a walk and
+/// the re-scans judging it take long, [`BUDGET`] times as long as they
+/// took), else a new one.
+/// With the walk's serial number (a tree that judged it already can skip it)
+/// and when it started (a walk from before a tree's spawn tells it nothing).
+pub(crate) fn recent(max_age: Duration) -> io::Result<(u64, Instant, Arc<ProcessTable>)> {
     if let Some(walk) = latest()
         .as_ref()
-        .filter(|w| w.started.elapsed() <= max_age.max(w.took * BUDGET))
+        .filter(|w| w.started.elapsed() <= reuse_for(w, max_age))
     {
-        return Ok((walk.serial, Arc::clone(&walk.table)));
+        return Ok((walk.serial, walk.started, Arc::clone(&walk.table)));
     }
     let table = walk()?;
-    let serial = latest().as_ref().map_or(0, |w| w.serial);
-    Ok((serial, table))
+    let (serial, started) = latest()
+        .as_ref()
+        .map_or((0, Instant::now()), |w| (w.serial, w.started));
+    Ok((serial, started, table))
 }
 
 /// A walk that started at or after `since`, shared with every caller that
@@ -156,6 +192,30 @@ mod tests {
         assert_eq!(tables.len(), 1, "50 callers, {} walks", tables.len());
     }
 
+    /// However long a round of re-scans takes (a huge host, thousands of
+    /// trees, a loaded machine), a shared walk is reused for at most
+    /// `LONGEST`: the window in which a running tree can miss a `setsid`
+    /// child stays bounded.
+    #[test]
+    fn a_costly_round_is_reused_for_at_most_the_longest_bound() {
+        *latest() = Some(Walk {
+            serial: 1,
+            started: Instant::now(),
+            took: Duration::from_secs(1),
+            table: Arc::new(ProcessTable::default()),
+            judged: Duration::from_secs(1),
+            judged_before: Duration::ZERO,
+        });
+        assert_eq!(cadence(Duration::from_millis(200)), LONGEST);
+        assert_eq!(cadence(Duration::from_secs(9)), Duration::from_secs(9));
+        latest().as_mut().expect("walk").took = Duration::from_micros(100);
+        latest().as_mut().expect("walk").judged = Duration::from_micros(100);
+        assert_eq!(
+            cadence(Duration::from_millis(200)),
+            Duration::from_millis(200)
+        );
+    }
+
     /// A walk older than the moment asked for is never handed out.
     #[tokio::test(flavor = "current_thread")]
     async fn a_walk_from_before_the_question_is_not_reused() {
@@ -165,7 +225,7 @@ mod tests {
         assert!(!Arc::ptr_eq(&first, &second));
         let started = latest().as_ref().map(|w| w.started).expect("a walk");
         assert!(started >= asked);
-        let (_, reused) = recent(Duration::from_secs(60)).expect("walk");
+        let (_, _, reused) = recent(Duration::from_secs(60)).expect("walk");
         assert!(Arc::ptr_eq(&second, &reused), "a recent walk is reused");
     }
 }

@@ -73,14 +73,19 @@ pub(crate) async fn terminate(
     on_signal: &OnSignal,
 ) {
     let mut escalation = Escalation::new(policy);
+    // Whether the last wait ended with the tree found empty: that is the
+    // answer, without asking again (for a scanned tree, one walk less).
+    let mut found_empty = false;
     let mut first = true;
     loop {
-        let empty = tree.is_empty().await.unwrap_or_else(|error| {
-            report
-                .notes
-                .push(format!("checking the tree failed: {error}"));
-            false
-        });
+        let empty = found_empty
+            || tree.is_empty().await.unwrap_or_else(|error| {
+                report
+                    .notes
+                    .push(format!("checking the tree failed: {error}"));
+                false
+            });
+        found_empty = false;
         let step = escalation.next(Instant::now(), empty);
         if std::mem::take(&mut first) && matches!(step, Step::WaitUntil(_)) {
             // The policy has no first signal: the grace starts here.
@@ -96,11 +101,14 @@ pub(crate) async fn terminate(
                 send(tree, Signal::KILL, started, report).await;
             }
             Step::WaitUntil(deadline) => {
-                if let Err(error) = tree.wait_empty(deadline, escalation.killing()).await {
-                    report
-                        .notes
-                        .push(format!("waiting for the tree failed: {error}"));
-                    tokio::time::sleep_until(deadline).await;
+                match tree.wait_empty(deadline, escalation.killing()).await {
+                    Ok(empty) => found_empty = empty,
+                    Err(error) => {
+                        report
+                            .notes
+                            .push(format!("waiting for the tree failed: {error}"));
+                        tokio::time::sleep_until(deadline).await;
+                    }
                 }
             }
             Step::Done => break,

@@ -207,6 +207,89 @@ pub(crate) fn reap(raw: i32) -> io::Result<bool> {
     Ok(rustix::process::waitpid(Some(pid(raw)?), options)?.is_some())
 }
 
+/// Whether the process behind `pidfd` has exited (the pidfd polls readable
+/// once it has: zombie or reaped), without waiting.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/pidfd_open.2.html> (NOTES: poll)
+/// - <https://man7.org/linux/man-pages/man2/poll.2.html>
+pub(crate) fn pidfd_exited(pidfd: BorrowedFd<'_>) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
+    let zero = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+}
+
+/// Waits until the process behind `pidfd` exits (true) or `until` passes
+/// (false), through tokio's reactor (epoll on the pidfd: no polling).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/pidfd_open.2.html> (NOTES: poll)
+/// - <https://man7.org/linux/man-pages/man7/epoll.7.html>
+pub(crate) async fn pidfd_wait_until(
+    pidfd: BorrowedFd<'_>,
+    until: tokio::time::Instant,
+) -> io::Result<bool> {
+    // SAFETY: the descriptor is borrowed for the whole life of the `AsyncFd`
+    // (which cannot outlive the borrow), so it stays open, and is not
+    // replaced, while registered; dropping the `AsyncFd` deregisters it and
+    // closes nothing.
+    let fd = unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE)
+    }
+    .map_err(|e| e.into_parts().1)?;
+    match tokio::time::timeout_at(until, fd.readable()).await {
+        Ok(Ok(_)) => Ok(true),
+        Ok(Err(error)) => Err(error),
+        Err(_) => Ok(false),
+    }
+}
+
+/// The soft limit on open descriptors (`RLIMIT_NOFILE`), `None` if unlimited.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/getrlimit.2.html>
+pub(crate) fn open_files_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
+}
+
+/// Lowers the soft limit on open descriptors (`RLIMIT_NOFILE`) to `soft`;
+/// for tests of what corral keeps open.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/getrlimit.2.html>
+#[cfg(test)]
+pub(crate) fn limit_open_files(soft: u64) -> io::Result<()> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let maximum = getrlimit(Resource::Nofile).maximum;
+    Ok(setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: Some(soft),
+            maximum,
+        },
+    )?)
+}
+
+/// Whether an error means this process has no descriptor left (`EMFILE`,
+/// `ENFILE`).
+pub(crate) fn is_out_of_descriptors(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// `waitid(P_PIDFD, pidfd, WEXITED | WNOHANG)`: reaps the process behind
+/// `pidfd` if it is our child and has exited. True if it was reaped.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/waitid.2.html>
+pub(crate) fn reap_pidfd(pidfd: BorrowedFd<'_>) -> io::Result<bool> {
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
+    Ok(rustix::process::waitid(WaitId::PidFd(pidfd), options)?.is_some())
+}
+
 /// `prctl(PR_SET_CHILD_SUBREAPER, on)`: orphans below us re-parent to us.
 ///
 /// # References
