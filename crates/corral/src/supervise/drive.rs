@@ -132,7 +132,7 @@ pub(crate) async fn terminate(
 /// `deadline`.
 ///
 /// # Cancel safety
-/// Cancel safe, as [`Members::wait_empty`] is for a [`Tree`].
+/// Cancel safe without `kill_late`, as [`Members::wait_empty`] is.
 async fn wait(
     tree: &mut impl Members,
     deadline: Instant,
