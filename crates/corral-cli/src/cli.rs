@@ -159,6 +159,11 @@ pub struct RunArgs {
     #[command(flatten)]
     pub report: ReportArgs,
 
+    /// What else ends the --kill-after grace; `corral run`'s is only its
+    /// time passing. As `timeout` without -k: the command's exit.
+    #[arg(skip)]
+    pub grace_ends: corral::GraceEnds,
+
     /// Set when corral runs as `timeout` (its `argv[0]`): GNU's messages,
     /// prefixed with this name, and GNU's 137 after an escalation.
     #[arg(skip)]

@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use corral::{Signal, duration};
+use corral::{GraceEnds, Signal, duration};
 
 use crate::{
     cli::{BackendArg, FirstSignal, RunArgs},
@@ -35,9 +35,13 @@ const fn opt(short: Option<char>, long: &'static str, value: bool) -> Opt {
     Opt { short, long, value }
 }
 
-/// How long the tree gets after the signal before `SIGKILL` when `-k` is
-/// not given (or is 0): GNU would wait for ever, corral never does.
-const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(5);
+/// Without `-k` (or with `-k 0`), as GNU: no `SIGKILL` to the command
+/// after the signal, however long it takes to exit; unlike GNU, what is left
+/// of its tree when it exits gets `SIGKILL` at once.
+fn until_the_command_exits(run: &mut RunArgs) {
+    run.kill_after = Duration::MAX;
+    run.grace_ends = GraceEnds::AtLeaderExit;
+}
 
 /// The name corral was started under (`argv[0]` as given), if its last
 /// component is `timeout`.
@@ -84,9 +88,11 @@ enum Parsed {
 /// GNU 9.1).
 fn parse(name: &str, args: &[OsString]) -> Result<Parsed, Option<String>> {
     let parsed = getopt::parse(OPTIONS, args);
+    // -k's defaults are set just below.
     let mut run = RunArgs {
         timeout: Duration::ZERO,
-        kill_after: DEFAULT_KILL_AFTER,
+        kill_after: Duration::ZERO,
+        grace_ends: GraceEnds::WhenElapsed,
         final_bound: corral::Policy::default().final_bound,
         signal: FirstSignal(Some(Signal::TERM)),
         preserve_status: false,
@@ -98,6 +104,7 @@ fn parse(name: &str, args: &[OsString]) -> Result<Parsed, Option<String>> {
         timeout_name: Some(name.to_owned()),
         command: Vec::new(),
     };
+    until_the_command_exits(&mut run);
     for (opt, value) in parsed.options {
         let value = value.unwrap_or_default();
         match opt.long {
@@ -106,14 +113,14 @@ fn parse(name: &str, args: &[OsString]) -> Result<Parsed, Option<String>> {
             "foreground" => run.foreground = true,
             "preserve-status" => run.preserve_status = true,
             "verbose" => run.verbose = true,
-            "kill-after" => {
-                let after = interval(&value)?;
-                run.kill_after = if after.is_zero() {
-                    DEFAULT_KILL_AFTER
-                } else {
-                    after
-                };
-            }
+            "kill-after" => match interval(&value)? {
+                // GNU: 0 disables it, as if -k were not given.
+                Duration::ZERO => until_the_command_exits(&mut run),
+                after => {
+                    run.kill_after = after;
+                    run.grace_ends = GraceEnds::WhenElapsed;
+                }
+            },
             _ => {
                 let text = value.to_string_lossy();
                 let signal = Signal::parse_or_none(&text)
@@ -283,8 +290,8 @@ Mandatory arguments to long options are mandatory for short options too.
                    the terminal and gets its signals; unlike GNU timeout,
                    the processes COMMAND started are still ended on time
   -k, --kill-after=DURATION
-                 send KILL to what is left this long after the first
-                   signal (default, and with 0: {default}s)
+                 also send KILL if COMMAND is still running this long
+                   after the first signal (to what is left of its tree)
   -s, --signal=SIGNAL
                  the signal to send at the deadline: a name like 'HUP',
                    'RTMIN+2' or a number (see 'kill -l'); 0 sends none and
@@ -298,7 +305,8 @@ DURATION is a floating point number with an optional suffix:
 A duration of 0 disables the associated timeout.
 
 Upon timeout, send the TERM signal to every process of COMMAND's tree, if no
-other SIGNAL is specified, then KILL to those left after --kill-after.
+other SIGNAL is specified, then KILL to those left after --kill-after, or,
+without it, as soon as COMMAND has exited.
 
 EXIT status:
   124  if COMMAND times out, and --preserve-status is not specified
@@ -312,9 +320,9 @@ This is corral started as 'timeout'. How it differs from GNU timeout 9.1, and
 why:
   - the whole process tree is ended, setsid and double-fork escapes included
     (what corral is for); with --foreground too, where GNU leaves the
-    command's children running;
-  - without -k (or with -k 0) KILL still follows after {default}s, where GNU
-    would wait for ever: corral never leaves a tree running;
+    command's children running; without -k, COMMAND is waited for as by
+    GNU, and what is left of its tree when it exits gets KILL at once
+    (what COMMAND left behind when it exited by itself: SIGNAL, then KILL);
   - COMMAND always stays in timeout's process group (on the cgroup and
     subreaper backends), as with GNU's --foreground, and timeout itself does
     not die of the signal it forwards: the status is an exit code (124, 137,
@@ -331,8 +339,7 @@ why:
   - --help and --version are corral's own words (it is not GNU coreutils).
 The rest (options, DURATION syntax, messages, exit statuses) is GNU's.
 Install: ln -s \"$(command -v corral)\" ~/.local/bin/timeout
-",
-        default = DEFAULT_KILL_AFTER.as_secs()
+"
     )
 }
 
@@ -368,7 +375,20 @@ mod tests {
         assert_eq!(parsed.command, args(&["sleep", "-s", "3"]));
         let none = run(&["-s", "0", "-k", "0", "1e-10000", "true"]);
         assert_eq!(none.signal, FirstSignal(None));
-        assert_eq!(none.kill_after, DEFAULT_KILL_AFTER);
+        assert_eq!(none.kill_after, Duration::MAX);
+        assert_eq!(none.grace_ends, GraceEnds::AtLeaderExit);
+        let absent = run(&["1", "true"]);
+        assert_eq!(
+            (absent.kill_after, absent.grace_ends),
+            (Duration::MAX, GraceEnds::AtLeaderExit)
+        );
+        let given = run(&["-k", "0", "-k", "2", "1", "true"]);
+        assert_eq!(
+            (given.kill_after, given.grace_ends),
+            (Duration::from_secs(2), GraceEnds::WhenElapsed)
+        );
+        let reset = run(&["-k", "2", "-k", "0", "1", "true"]);
+        assert_eq!(reset.grace_ends, GraceEnds::AtLeaderExit);
         assert_eq!(none.timeout, Duration::ZERO);
         assert!(run(&["-f", "-p", "inf", "true"]).foreground);
         assert_eq!(run(&["--", "1", "true"]).command, args(&["true"]));
@@ -416,7 +436,7 @@ mod tests {
             "whole process tree",
             "ln -s",
             "137",
-            "for ever",
+            "as soon as COMMAND has exited",
         ] {
             assert!(text.contains(needle), "{needle:?}");
         }

@@ -16,7 +16,7 @@ use std::{
 };
 
 use common::{ESCAPEES, GNU_TIMEOUT, assert_all_gone, corral, corral_path, escapees, shell_status};
-use corral_tests::{Guard, Lines, Scratch};
+use corral_tests::{Guard, Lines, Proc, Scratch};
 
 /// A directory holding `timeout`, a symlink to the corral under test.
 fn link_dir() -> &'static Scratch {
@@ -277,6 +277,53 @@ fn verbose_lines_come_as_each_signal_is_sent() {
     assert!(started.elapsed() >= Duration::from_secs(3));
     let status = guard.wait_exit(Duration::from_secs(10)).expect("exits");
     assert_eq!(shell_status(status), 137);
+}
+
+/// Without -k (or with -k 0) GNU waits for ever for a command slow to stop
+/// after the signal, and so does corral as `timeout`: a command that takes
+/// 6 s to stop (longer than the 5 s corral once imposed) exits by itself,
+/// and timeout gives 124 as GNU does, not 137 for a kill. What the command
+/// left behind, ignoring the signal, is gone when corral returns (GNU
+/// leaves it running: this test kills it).
+#[test]
+fn without_kill_after_a_command_slow_to_stop_is_waited_for_as_gnu_does() {
+    // The trap is set before the child starts (it resets it, then ignores
+    // TERM), long before the 1 s deadline.
+    let script = "trap 'sleep 6; exit 0' TERM; (trap '' TERM; exec sleep 60) & echo $!; wait";
+    let runs: [(Who, &[&str]); 3] = [
+        (Who::Gnu, &[]),
+        (Who::Timeout, &[]),
+        (Who::Timeout, &["-k", "0"]),
+    ];
+    // Side by side: the whole test takes one command's 7 s.
+    let started = Instant::now();
+    let mut running = Vec::new();
+    for (who, extra) in runs {
+        let mut args = extra.to_vec();
+        args.extend(["1", "sh", "-c", script]);
+        let mut child = command(who, &args).spawn().expect("spawn");
+        let lines = Lines::new(child.stdout.take().expect("stdout"));
+        let mut guard = Guard::new(child);
+        let line = lines.next(Duration::from_secs(5)).expect("the child's pid");
+        let left = Proc::of_line(&line);
+        guard.watch(left);
+        running.push((who, extra, guard, left));
+    }
+    for (who, extra, mut guard, left) in running {
+        let context = format!("{who:?} {extra:?}");
+        let status = guard
+            .wait_exit(Duration::from_secs(15))
+            .unwrap_or_else(|| panic!("{context}: timeout did not exit"));
+        assert_eq!(shell_status(status), 124, "{context}");
+        assert!(
+            started.elapsed() >= Duration::from_secs(6),
+            "{context}: the command was not waited for ({:?})",
+            started.elapsed()
+        );
+        if who == Who::Timeout {
+            assert_all_gone(&[left], &context);
+        }
+    }
 }
 
 #[test]

@@ -4,7 +4,11 @@ use std::{ffi::OsString, path::PathBuf, sync::Arc, time::Duration};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::{backend::BackendChoice, signal::Signal, terminate::Policy};
+use crate::{
+    backend::BackendChoice,
+    signal::Signal,
+    terminate::{GraceEnds, Policy},
+};
 
 /// Where the command's standard input comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -202,6 +206,14 @@ impl Command {
     /// Sets the grace between the first signal and `SIGKILL` (default 5 s).
     pub fn grace(mut self, grace: Duration) -> Self {
         self.policy.grace = grace;
+        self
+    }
+
+    /// Sets what else ends the grace: with [`GraceEnds::AtLeaderExit`], the
+    /// leader's exit does, and what is left of the tree then gets `SIGKILL`
+    /// at once (default [`GraceEnds::WhenElapsed`]: only the grace passing).
+    pub fn grace_ends(mut self, ends: GraceEnds) -> Self {
+        self.policy.grace_ends = ends;
         self
     }
 

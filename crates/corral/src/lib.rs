@@ -85,4 +85,4 @@ pub use error::{Error, SpawnFailure};
 pub use outcome::{CleanupReport, Exit, Finished, Outcome, ProcessInfo, SignalSent, Trigger};
 pub use owner::disable_startup_sweep;
 pub use signal::{ParseSignalError, Signal};
-pub use terminate::Policy;
+pub use terminate::{GraceEnds, Policy};

@@ -1,11 +1,13 @@
 //! The termination policy as data, and the pure state machine that applies it.
 //!
 //! Escalation: send [`Policy::signal`] to the whole tree; if the tree is not
-//! empty after [`Policy::grace`], send `SIGKILL` to the whole tree; if it is
-//! still not empty after [`Policy::final_bound`], give up and report the
-//! survivors. The driver in `supervise` asks [`Escalation::next`] what to do and
-//! does it; this module never touches a process, so it is tested with plain
-//! instants.
+//! empty when the grace ends ([`Policy::grace`] after the signal, or, with
+//! [`GraceEnds::AtLeaderExit`], the leader's exit if that comes first), send
+//! `SIGKILL` to the whole tree; if it is still not empty after
+//! [`Policy::final_bound`], give up and report the survivors. The driver in
+//! `supervise` asks [`Escalation::next`] what to do, does it, and tells
+//! [`Escalation::leader_exited`]; this module never touches a process, so it
+//! is tested with plain instants.
 
 use std::time::Duration;
 
@@ -22,9 +24,12 @@ pub struct Policy {
     /// `SIGKILL` follows it.
     pub signal: Option<Signal>,
     /// How long members get to exit after [`Policy::signal`] before `SIGKILL`
-    /// (default 5 s). Zero sends `SIGKILL` at once.
+    /// (default 5 s; see [`Policy::grace_ends`] for what else ends it). Zero
+    /// sends `SIGKILL` at once.
     #[serde(serialize_with = "crate::duration::secs")]
     pub grace: Duration,
+    /// What else ends the grace (default: only [`Policy::grace`] passing).
+    pub grace_ends: GraceEnds,
     /// How long to wait after `SIGKILL` before returning anyway and reporting
     /// survivors, e.g. a process stuck in the kernel (default 1 s).
     #[serde(serialize_with = "crate::duration::secs")]
@@ -36,9 +41,31 @@ impl Default for Policy {
         Self {
             signal: Some(Signal::TERM),
             grace: Duration::from_secs(5),
+            grace_ends: GraceEnds::WhenElapsed,
             final_bound: Duration::from_secs(1),
         }
     }
+}
+
+/// When the grace after [`Policy::signal`] ends, and `SIGKILL` goes to what
+/// is left of the tree.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GraceEnds {
+    /// When [`Policy::grace`] has passed (the default): every member gets the
+    /// whole grace, whether or not the leader is still running.
+    #[default]
+    WhenElapsed,
+    /// When the leader (the command itself) exits, or when [`Policy::grace`]
+    /// has passed if that comes first. What is left of the tree then (it got
+    /// the first signal) is sent `SIGKILL` at once, and
+    /// [`Policy::final_bound`] applies as usual. With `grace: Duration::MAX`
+    /// the leader is never sent `SIGKILL`, however long it takes to exit, as
+    /// GNU `timeout` without `-k` waits for its command; unlike GNU, nothing
+    /// the command started outlives it. A leader that had exited before the
+    /// termination started (it left members behind) ends the grace at once:
+    /// they get the first signal, then `SIGKILL`.
+    AtLeaderExit,
 }
 
 impl Policy {
@@ -68,6 +95,10 @@ pub enum Step {
     Kill,
     /// Wait until the tree is empty or this instant passes, then ask again.
     WaitUntil(Instant),
+    /// Wait until the tree is empty, the leader exits or this instant
+    /// passes, then ask again (telling [`Escalation::leader_exited`] first if
+    /// the leader exited). Only in a grace that ends at the leader's exit.
+    WaitForLeader(Instant),
     /// The tree is empty.
     Done,
     /// The final bound passed with members left: report them as survivors.
@@ -89,6 +120,7 @@ pub struct Escalation {
     policy: Policy,
     phase: Phase,
     killed: bool,
+    leader_exited: bool,
 }
 
 impl Escalation {
@@ -98,7 +130,14 @@ impl Escalation {
             policy,
             phase: Phase::NotStarted,
             killed: false,
+            leader_exited: false,
         }
+    }
+
+    /// The leader has exited: with [`GraceEnds::AtLeaderExit`], the grace is
+    /// over (the next step is `SIGKILL` to what is left, if anything is).
+    pub fn leader_exited(&mut self) {
+        self.leader_exited = true;
     }
 
     /// Whether `SIGKILL` has been (or is being) sent.
@@ -120,7 +159,9 @@ impl Escalation {
         }
         match self.phase {
             Phase::NotStarted => {
-                if self.policy.signal == Some(Signal::KILL) || self.policy.grace.is_zero() {
+                let no_grace = self.policy.grace.is_zero()
+                    || (self.policy.signal.is_none() && self.leader_ended_grace());
+                if self.policy.signal == Some(Signal::KILL) || no_grace {
                     return self.kill(now);
                 }
                 let deadline = deadline_after(now, self.policy.grace);
@@ -128,11 +169,13 @@ impl Escalation {
                 match self.policy.signal {
                     Some(signal) => Step::Signal(signal),
                     // No first signal: the grace runs, nothing is sent.
-                    None => Step::WaitUntil(deadline),
+                    None => self.wait_in_grace(deadline),
                 }
             }
-            Phase::Graceful { deadline } if now >= deadline => self.kill(now),
-            Phase::Graceful { deadline } => Step::WaitUntil(deadline),
+            Phase::Graceful { deadline } if now >= deadline || self.leader_ended_grace() => {
+                self.kill(now)
+            }
+            Phase::Graceful { deadline } => self.wait_in_grace(deadline),
             Phase::Killing { deadline } if now >= deadline => {
                 self.phase = Phase::Finished { gave_up: true };
                 Step::GiveUp
@@ -140,6 +183,20 @@ impl Escalation {
             Phase::Killing { deadline } => Step::WaitUntil(deadline),
             Phase::Finished { gave_up: true } => Step::GiveUp,
             Phase::Finished { gave_up: false } => Step::Done,
+        }
+    }
+
+    /// Whether the leader's exit has ended the grace.
+    fn leader_ended_grace(&self) -> bool {
+        self.leader_exited && self.policy.grace_ends == GraceEnds::AtLeaderExit
+    }
+
+    /// The wait of a grace that ends at `deadline`, or also at the leader's
+    /// exit.
+    fn wait_in_grace(&self, deadline: Instant) -> Step {
+        match self.policy.grace_ends {
+            GraceEnds::AtLeaderExit => Step::WaitForLeader(deadline),
+            GraceEnds::WhenElapsed => Step::WaitUntil(deadline),
         }
     }
 
@@ -160,6 +217,7 @@ mod tests {
         Policy {
             signal: Some(Signal::TERM),
             grace: Duration::from_millis(grace_ms),
+            grace_ends: GraceEnds::WhenElapsed,
             final_bound: Duration::from_millis(final_ms),
         }
     }
@@ -280,6 +338,7 @@ mod tests {
         let p = Policy {
             signal: Some(Signal::TERM),
             grace: Duration::MAX,
+            grace_ends: GraceEnds::WhenElapsed,
             final_bound: Duration::MAX,
         };
         assert_eq!(p.bound(), Duration::MAX);
@@ -295,5 +354,114 @@ mod tests {
         assert_eq!(kill.next(t0, false), Step::Kill);
         assert!(far(kill.next(t0, false)));
         assert_eq!(kill.next(t0, true), Step::Done);
+    }
+
+    /// A grace that ends at the leader's exit, with no time limit (GNU
+    /// `timeout` without `-k`).
+    fn until_the_leader_exits(final_ms: u64) -> Policy {
+        Policy {
+            grace: Duration::MAX,
+            grace_ends: GraceEnds::AtLeaderExit,
+            ..policy(0, final_ms)
+        }
+    }
+
+    /// However long the leader takes to exit after the signal, nothing is
+    /// killed meanwhile; when it exits, what is left gets `SIGKILL` at once,
+    /// then the final bound applies.
+    #[test]
+    fn a_grace_that_ends_at_the_leaders_exit_kills_only_then() {
+        let t0 = Instant::now();
+        let mut e = Escalation::new(until_the_leader_exits(50));
+        assert_eq!(e.next(t0, false), Step::Signal(Signal::TERM));
+        let far = |step| matches!(step, Step::WaitForLeader(d) if d > t0 + Duration::from_secs(86_400 * 365));
+        assert!(far(e.next(t0, false)));
+        // An hour later the leader still runs: still no SIGKILL.
+        let hour = t0 + Duration::from_secs(3600);
+        assert!(far(e.next(hour, false)));
+        assert!(!e.escalated());
+        e.leader_exited();
+        assert_eq!(e.next(hour, false), Step::Kill);
+        assert!(e.escalated() && e.killing());
+        let end = hour + Duration::from_millis(50);
+        assert_eq!(e.next(hour, false), Step::WaitUntil(end));
+        assert_eq!(e.next(end, false), Step::GiveUp);
+    }
+
+    /// A tree that empties with its leader is done, nothing killed.
+    #[test]
+    fn a_tree_gone_with_its_leader_is_not_killed() {
+        let t0 = Instant::now();
+        let mut e = Escalation::new(until_the_leader_exits(50));
+        assert_eq!(e.next(t0, false), Step::Signal(Signal::TERM));
+        e.leader_exited();
+        assert_eq!(e.next(t0, true), Step::Done);
+        assert!(!e.escalated());
+    }
+
+    /// With a time limit too, whichever comes first ends the grace.
+    #[test]
+    fn the_grace_ends_at_the_leaders_exit_or_when_elapsed_whichever_first() {
+        let t0 = Instant::now();
+        let bounded = Policy {
+            grace_ends: GraceEnds::AtLeaderExit,
+            ..policy(100, 50)
+        };
+        let end_of_grace = t0 + Duration::from_millis(100);
+        let mut elapsed = Escalation::new(bounded);
+        assert_eq!(elapsed.next(t0, false), Step::Signal(Signal::TERM));
+        assert_eq!(elapsed.next(t0, false), Step::WaitForLeader(end_of_grace));
+        assert_eq!(elapsed.next(end_of_grace, false), Step::Kill);
+        let mut exited = Escalation::new(bounded);
+        assert_eq!(exited.next(t0, false), Step::Signal(Signal::TERM));
+        exited.leader_exited();
+        assert_eq!(
+            exited.next(t0 + Duration::from_millis(10), false),
+            Step::Kill
+        );
+    }
+
+    /// By default the leader's exit changes nothing: the rest of the tree
+    /// gets the whole grace.
+    #[test]
+    fn by_default_the_leaders_exit_does_not_shorten_the_grace() {
+        let t0 = Instant::now();
+        let mut e = Escalation::new(policy(100, 50));
+        assert_eq!(e.next(t0, false), Step::Signal(Signal::TERM));
+        e.leader_exited();
+        let end_of_grace = t0 + Duration::from_millis(100);
+        assert_eq!(e.next(t0, false), Step::WaitUntil(end_of_grace));
+        assert_eq!(e.next(end_of_grace, false), Step::Kill);
+    }
+
+    /// A leader gone before the termination starts (it left members
+    /// behind): the first signal, if any, then `SIGKILL` at once.
+    #[test]
+    fn a_leader_gone_before_the_start_leaves_no_grace() {
+        let t0 = Instant::now();
+        let mut e = Escalation::new(until_the_leader_exits(50));
+        e.leader_exited();
+        assert_eq!(e.next(t0, false), Step::Signal(Signal::TERM));
+        assert_eq!(e.next(t0, false), Step::Kill);
+        let mut silent = Escalation::new(Policy {
+            signal: None,
+            ..until_the_leader_exits(50)
+        });
+        silent.leader_exited();
+        assert_eq!(silent.next(t0, false), Step::Kill);
+    }
+
+    /// GNU's `-s 0` without `-k`: nothing sent, the grace lasts until the
+    /// leader exits.
+    #[test]
+    fn no_first_signal_waits_for_the_leader() {
+        let t0 = Instant::now();
+        let mut e = Escalation::new(Policy {
+            signal: None,
+            ..until_the_leader_exits(50)
+        });
+        assert!(matches!(e.next(t0, false), Step::WaitForLeader(_)));
+        e.leader_exited();
+        assert_eq!(e.next(t0 + Duration::from_secs(9), false), Step::Kill);
     }
 }

@@ -153,6 +153,7 @@ fn command(args: &RunArgs, cancel: CancellationToken) -> anyhow::Result<corral::
         .signal(args.signal.0)
         .foreground(args.foreground)
         .grace(args.kill_after)
+        .grace_ends(args.grace_ends)
         .final_bound(args.final_bound)
         .backend(args.backend.choice())
         // As the parent left it for corral (Rust ignores it before `main`).

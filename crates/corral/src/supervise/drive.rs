@@ -4,7 +4,7 @@
 //! paused time (as tokio tests its reaper against a `Kill` trait), and the
 //! backends are tested with real processes.
 
-use std::io;
+use std::{future::Future, io, pin::pin};
 
 use tokio::time::Instant;
 
@@ -26,6 +26,8 @@ pub(crate) trait Members {
     async fn signal(&mut self, signal: Signal) -> io::Result<Option<usize>>;
     /// Waits until the tree is empty (true) or `deadline` passes (false);
     /// with `kill_late`, members that appear meanwhile are killed on sight.
+    /// Cancel safe without `kill_late`: the loop drops the wait when the
+    /// leader exits first, and the tree is as it was.
     async fn wait_empty(&mut self, deadline: Instant, kill_late: bool) -> io::Result<bool>;
     /// The running members, for the report.
     fn members(&mut self) -> Vec<ProcessInfo>;
@@ -65,8 +67,11 @@ impl Members for Tree {
 /// recording every signal (with its time since `started`), whether it
 /// escalated, survivors and notes in `report`; `on_signal` hears of each
 /// signal just before it is sent (`None`: no first signal, the grace starts).
+/// `leader_exit` resolves once the leader has exited (at once if it already
+/// has): it is awaited only in a grace that ends there.
 pub(crate) async fn terminate(
     tree: &mut impl Members,
+    leader_exit: impl Future<Output = ()>,
     policy: Policy,
     started: Instant,
     report: &mut CleanupReport,
@@ -76,6 +81,8 @@ pub(crate) async fn terminate(
     // Whether the last wait ended with the tree found empty: that is the
     // answer, without asking again (for a scanned tree, one walk less).
     let mut found_empty = false;
+    let mut leader_exit = pin!(leader_exit);
+    let mut leader_gone = false;
     let mut first = true;
     loop {
         let empty = found_empty
@@ -87,7 +94,8 @@ pub(crate) async fn terminate(
             });
         found_empty = false;
         let step = escalation.next(Instant::now(), empty);
-        if std::mem::take(&mut first) && matches!(step, Step::WaitUntil(_)) {
+        let waits = matches!(step, Step::WaitUntil(_) | Step::WaitForLeader(_));
+        if std::mem::take(&mut first) && waits {
             // The policy has no first signal: the grace starts here.
             on_signal.call(None);
         }
@@ -101,15 +109,18 @@ pub(crate) async fn terminate(
                 send(tree, Signal::KILL, started, report).await;
             }
             Step::WaitUntil(deadline) => {
-                match tree.wait_empty(deadline, escalation.killing()).await {
-                    Ok(empty) => found_empty = empty,
-                    Err(error) => {
-                        report
-                            .notes
-                            .push(format!("waiting for the tree failed: {error}"));
-                        tokio::time::sleep_until(deadline).await;
-                    }
+                found_empty = wait(tree, deadline, escalation.killing(), report).await;
+            }
+            Step::WaitForLeader(deadline) if !leader_gone => tokio::select! {
+                empty = wait(tree, deadline, false, report) => found_empty = empty,
+                () = &mut leader_exit => {
+                    // Never polled again: it has resolved.
+                    leader_gone = true;
+                    escalation.leader_exited();
                 }
+            },
+            Step::WaitForLeader(deadline) => {
+                found_empty = wait(tree, deadline, escalation.killing(), report).await;
             }
             Step::Done => break,
             Step::GiveUp => {
@@ -119,6 +130,30 @@ pub(crate) async fn terminate(
         }
     }
     report.escalated = escalation.escalated();
+}
+
+/// Waits until `tree` is empty or `deadline` passes (see
+/// [`Members::wait_empty`]); a failed wait is noted and sleeps until
+/// `deadline`.
+///
+/// # Cancel safety
+/// Cancel safe without `kill_late`, as [`Members::wait_empty`] is.
+async fn wait(
+    tree: &mut impl Members,
+    deadline: Instant,
+    kill_late: bool,
+    report: &mut CleanupReport,
+) -> bool {
+    match tree.wait_empty(deadline, kill_late).await {
+        Ok(empty) => empty,
+        Err(error) => {
+            report
+                .notes
+                .push(format!("waiting for the tree failed: {error}"));
+            tokio::time::sleep_until(deadline).await;
+            false
+        }
+    }
 }
 
 async fn send(
@@ -173,7 +208,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::{backend::Backend, outcome::Trigger};
+    use crate::{backend::Backend, outcome::Trigger, terminate::GraceEnds};
 
     /// A made-up tree: which signal ends it (if any), after how long.
     struct Fake {
@@ -222,15 +257,10 @@ mod tests {
         }
 
         async fn wait_empty(&mut self, deadline: Instant, _kill_late: bool) -> io::Result<bool> {
-            loop {
-                if self.gone() {
-                    return Ok(true);
-                }
-                if Instant::now() >= deadline {
-                    return Ok(false);
-                }
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
+            // Straight to the next change: a far deadline is one sleep.
+            let gone_at = self.dying_since.map(|since| since + self.takes);
+            tokio::time::sleep_until(gone_at.map_or(deadline, |at| at.min(deadline))).await;
+            Ok(self.gone())
         }
 
         fn members(&mut self) -> Vec<ProcessInfo> {
@@ -273,15 +303,55 @@ mod tests {
     const POLICY: Policy = Policy {
         signal: Some(Signal::TERM),
         grace: Duration::from_secs(5),
+        grace_ends: GraceEnds::WhenElapsed,
         final_bound: Duration::from_secs(2),
     };
 
     async fn run(tree: &mut Fake) -> (CleanupReport, Duration) {
         let started = Instant::now();
         let mut report = report();
-        terminate(tree, POLICY, started, &mut report, &OnSignal::default()).await;
+        let leader_exit = std::future::pending();
+        terminate(
+            tree,
+            leader_exit,
+            POLICY,
+            started,
+            &mut report,
+            &OnSignal::default(),
+        )
+        .await;
         (report, started.elapsed())
     }
+
+    /// `policy` applied to `tree`, whose leader exits `leader_lives` after
+    /// the termination starts.
+    async fn run_with_leader(
+        tree: &mut Fake,
+        policy: Policy,
+        leader_lives: Duration,
+    ) -> (CleanupReport, Duration) {
+        let started = Instant::now();
+        let mut report = report();
+        let leader_exit = tokio::time::sleep(leader_lives);
+        terminate(
+            tree,
+            leader_exit,
+            policy,
+            started,
+            &mut report,
+            &OnSignal::default(),
+        )
+        .await;
+        (report, started.elapsed())
+    }
+
+    /// GNU `timeout` without `-k`: no time limit, the grace ends when the
+    /// leader exits.
+    const UNTIL_THE_LEADER_EXITS: Policy = Policy {
+        grace: Duration::MAX,
+        grace_ends: GraceEnds::AtLeaderExit,
+        ..POLICY
+    };
 
     fn signals(report: &CleanupReport) -> Vec<(Signal, Duration)> {
         report.signals.iter().map(|s| (s.signal, s.at)).collect()
@@ -340,7 +410,16 @@ mod tests {
                 ..POLICY
             };
             let mut report = report();
-            terminate(&mut tree, policy, started, &mut report, &command.on_signal).await;
+            let leader_exit = std::future::pending();
+            terminate(
+                &mut tree,
+                leader_exit,
+                policy,
+                started,
+                &mut report,
+                &command.on_signal,
+            )
+            .await;
             let log = log.lock().expect("log").clone();
             let signals: Vec<Option<Signal>> = log.iter().map(|&(s, _)| s).collect();
             assert_eq!(signals, heard);
@@ -388,5 +467,51 @@ mod tests {
             report.notes
         );
         assert_eq!(tree.sent, vec![Signal::TERM, Signal::KILL]);
+    }
+
+    /// A leader slow to stop (longer than the default grace) is not killed:
+    /// what is left of the tree gets `SIGKILL` the moment it exits.
+    #[tokio::test(start_paused = true)]
+    async fn a_grace_until_the_leader_exits_kills_the_rest_when_it_does() {
+        let mut tree = Fake::new(Some(Signal::KILL), Duration::ZERO);
+        let leader_lives = Duration::from_secs(6);
+        let (report, took) = run_with_leader(&mut tree, UNTIL_THE_LEADER_EXITS, leader_lives).await;
+        assert_eq!(
+            signals(&report),
+            vec![(Signal::TERM, Duration::ZERO), (Signal::KILL, leader_lives)]
+        );
+        assert_eq!(took, leader_lives);
+        assert!(report.escalated);
+        assert!(report.survivors.is_empty());
+    }
+
+    /// After the leader's exit the final bound applies as usual.
+    #[tokio::test(start_paused = true)]
+    async fn after_the_leaders_exit_the_final_bound_applies() {
+        let mut tree = Fake::new(None, Duration::ZERO);
+        let leader_lives = Duration::from_secs(30);
+        let (report, took) = run_with_leader(&mut tree, UNTIL_THE_LEADER_EXITS, leader_lives).await;
+        assert_eq!(took, leader_lives + POLICY.final_bound);
+        let pids: Vec<i32> = report.survivors.iter().map(|p| p.pid).collect();
+        assert_eq!(pids, vec![42]);
+    }
+
+    /// A tree that obeys the signal is never killed, its leader's exit
+    /// notwithstanding; and by default the leader's exit does not shorten
+    /// the grace.
+    #[tokio::test(start_paused = true)]
+    async fn the_leaders_exit_kills_only_what_is_left_and_only_if_asked() {
+        let mut obeys = Fake::new(Some(Signal::TERM), Duration::from_secs(2));
+        let until = Duration::from_secs(2);
+        let (report, took) = run_with_leader(&mut obeys, UNTIL_THE_LEADER_EXITS, until).await;
+        assert_eq!(signals(&report), vec![(Signal::TERM, Duration::ZERO)]);
+        assert_eq!(took, until);
+        let mut ignores = Fake::new(Some(Signal::KILL), Duration::ZERO);
+        let early = Duration::from_secs(1);
+        let (report, _) = run_with_leader(&mut ignores, POLICY, early).await;
+        assert_eq!(
+            signals(&report),
+            vec![(Signal::TERM, Duration::ZERO), (Signal::KILL, POLICY.grace)]
+        );
     }
 }

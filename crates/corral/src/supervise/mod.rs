@@ -441,6 +441,7 @@ impl Supervision {
         let on_signal = &self.command.on_signal;
         drive::terminate(
             &mut self.tree,
+            wait_exit(&self.leader),
             self.command.policy,
             self.started,
             report,
