@@ -57,7 +57,21 @@ fn spawn_owner(ledger: &Path, options: &[&str], fixture: &[&str]) -> Child {
 
 /// Starts `owner`, waits for its line naming the owner, watchdog and tree.
 fn start_owner(ledger: &Path, options: &[&str], fixture: &[&str]) -> Owner {
-    let mut child = spawn_owner(ledger, options, fixture);
+    let mut command = Command::new(owner_path());
+    command
+        .args(options)
+        .arg("--")
+        .args(fixture)
+        .env("CORRAL_LEDGER_DIR", ledger)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    start_owner_with(command)
+}
+
+/// Starts `command` (an `owner` with its stdout piped), waits for its line
+/// naming the owner, watchdog and tree.
+fn start_owner_with(mut command: Command) -> Owner {
+    let mut child = command.spawn().expect("spawn owner");
     let stdout = child.stdout.take().expect("piped");
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -273,6 +287,51 @@ fn watchdog_killed_then_owner_killed() {
         owner.tree.iter().all(Proc::is_alive),
         "killing the watchdog leaves the tree alone"
     );
+    assert!(owner.owner.signal(Signal::KILL));
+    let _ = owner.child.wait();
+    let gone = wait_gone(&owner.tree, BOUND + SLACK);
+    assert!(gone.is_ok(), "survivors {:?}", gone.err());
+    assert!(wait_gone(&[replacement], BOUND).is_ok());
+    drop(guard);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The owner is killed right after it started a replacement watchdog,
+/// before it could send it anything (`slow-watchdog-restart` holds it
+/// there): the whole state was put in the new helper's socket before the
+/// helper existed, so the tree is still ended.
+#[test]
+fn owner_killed_while_replacing_its_watchdog() {
+    if cgroup_parent().is_none() {
+        return;
+    }
+    become_subreaper();
+    let dir = ledger_dir("replacing");
+    let mut command = Command::new(owner_path());
+    command
+        .args(["cgroup", "--", "tree-ignore", "10"])
+        .env("CORRAL_LEDGER_DIR", &dir)
+        .env("CORRAL_FAULTS", "slow-watchdog-restart")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    let mut owner = start_owner_with(command);
+    let first = owner.watchdog.expect("a watchdog");
+    let guard = Leftovers(owner.tree.clone());
+    assert!(first.signal(Signal::KILL));
+    assert!(wait_gone(&[first], BOUND).is_ok());
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let replacement = loop {
+        let found = running_descendants(&owner.tree)
+            .into_iter()
+            .find(|(pid, _, cmd)| {
+                *pid != owner.owner.pid && cmd.contains(corral::watchdog::HOOK_ARG)
+            });
+        if let Some((pid, _, _)) = found {
+            break Proc::of(pid).expect("alive");
+        }
+        assert!(Instant::now() < deadline, "no new watchdog");
+        std::thread::sleep(Duration::from_millis(5));
+    };
     assert!(owner.owner.signal(Signal::KILL));
     let _ = owner.child.wait();
     let gone = wait_gone(&owner.tree, BOUND + SLACK);

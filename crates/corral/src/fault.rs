@@ -11,10 +11,12 @@
 //! | `no-pidfd`   | `pidfd_open` fails with `ENOSYS`, as before Linux 5.3 |
 //! | `no-cgroup2` | no cgroup v2 hierarchy is found, as on a v1-only host |
 //! | `no-clone3` | spawning straight into the cgroup is skipped, as where `clone3` is refused: the child joins its leaf in std's pre-exec hook |
+//! | `slow-watchdog-restart` | a replaced watchdog is told nothing for 2 s after it started (an owner killed in that window: the state must already be in its socket) |
 //! | `nsdelegate` | the cgroup v2 mount counts as mounted with `nsdelegate`, so the leader gets its own cgroup namespace (the kernel's refusal to let it out needs the real option) |
 //!
 //! Each name is checked at exactly one place (`sys::pidfd_open`, the cgroup
-//! backend's `parent_dir` and `delegates_namespaces`, `launch::launch`), so
+//! backend's `parent_dir` and `delegates_namespaces`, `launch::launch`,
+//! `watchdog::Client::restart`), so
 //! a fault changes what the kernel appears to offer and nothing else. The
 //! tests are in `crates/corral-tests/tests/faults.rs` (`nsdelegate` and
 //! `no-clone3` in `leave_leaf.rs`).

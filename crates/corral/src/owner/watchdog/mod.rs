@@ -304,7 +304,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) fn watch(record: &Record) -> Result<(), String> {
     let mut guard = lock(&CLIENT);
     if guard.is_none() {
-        *guard = Some(Client::start(Shared::default())?);
+        *guard = Some(Client::start(Shared::default(), &[])?.0);
     }
     let client = guard.as_ref().ok_or("no watchdog")?;
     if client.watch(record, crate::owner::ledger::dir()).is_err() {
@@ -358,9 +358,18 @@ fn delta(old: &[Identity], new: &[Identity]) -> (Vec<Identity>, Vec<Identity>) {
 }
 
 impl Client {
-    fn start(watched: Shared) -> Result<Self, String> {
+    /// Starts a helper whose socket already holds as much of `preload` as
+    /// its buffer takes; that length comes back beside the client.
+    fn start(watched: Shared, preload: &[u8]) -> Result<(Self, usize), String> {
         let program = executable()?;
         let (ours, theirs) = UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
+        let mut preloaded = 0;
+        while preloaded < preload.len() {
+            match sys::send_now(ours.as_fd(), preload.get(preloaded..).unwrap_or_default()) {
+                Ok(0) | Err(_) => break,
+                Ok(written) => preloaded += written,
+            }
+        }
         let mut command = std::process::Command::new(&program);
         command
             .arg(HOOK_ARG)
@@ -373,10 +382,12 @@ impl Client {
         tracing::debug!(pid = child.id(), program = %program.display(), "watchdog started");
         // From here on the helper is reaped through its pidfd; without one
         // (an old kernel) it is not kept, and not left a zombie either.
-        Self::adopt(ours, child.id() as i32, watched).inspect_err(|_| {
-            let _ = child.kill();
-            let _ = child.wait();
-        })
+        Self::adopt(ours, child.id() as i32, watched)
+            .map(|client| (client, preloaded))
+            .inspect_err(|_| {
+                let _ = child.kill();
+                let _ = child.wait();
+            })
     }
 
     /// Takes charge of a freshly started helper (our unreaped child, so its
@@ -451,11 +462,23 @@ impl Client {
             }
             None => Shared::default(),
         };
-        let client = Self::start(watched)?;
-        let state = lock(&client.watched);
-        client
-            .send(snapshot(&state))
-            .map_err(|e| format!("the new watchdog is not listening: {e}"))?;
+        // The whole state goes into the socket before the new helper
+        // exists: if we die the moment it does, it still reads every tree
+        // (what the socket's buffer took), then end-of-file. The lock keeps
+        // the state as sent until the rest, if any, follows in order.
+        let shared = Arc::clone(&watched);
+        let state = lock(&shared);
+        let lines = snapshot(&state);
+        let (client, preloaded) = Self::start(watched, &lines)?;
+        if crate::fault::active("slow-watchdog-restart") {
+            // The owner dies before it could tell the new helper anything.
+            std::thread::sleep(std::time::Duration::from_secs(2));
+        }
+        if let Some(rest) = lines.get(preloaded..).filter(|rest| !rest.is_empty()) {
+            client
+                .send(rest.to_vec())
+                .map_err(|e| format!("the new watchdog is not listening: {e}"))?;
+        }
         tracing::warn!(
             pid = client.helper.0,
             trees = state.len(),
