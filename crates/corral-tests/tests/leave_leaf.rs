@@ -440,6 +440,44 @@ async fn a_user_change_leaves_the_supervisor_dumpable() {
     }
 }
 
+/// A command run as another user enters its working directory with that
+/// user's rights, on every backend: a directory only root may enter is
+/// refused, and the error names the directory, not the program.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_working_directory_is_entered_as_the_commands_user() {
+    if !is_root() {
+        return println!("SKIPPED: running as another user needs root");
+    }
+    let private = corral_tests::scratch("root-only");
+    std::fs::create_dir_all(&private).expect("scratch directory");
+    std::fs::set_permissions(
+        &private,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .expect("chmod 0700");
+    for backend in [Backend::Cgroup, Backend::Subreaper, Backend::Group] {
+        let result = Command::new("true")
+            .current_dir(&private)
+            .user(NOBODY)
+            .group(NOBODY)
+            .backend(BackendChoice::Only(backend))
+            .timeout(Duration::from_secs(10))
+            .run()
+            .await;
+        match result {
+            Err(Error::BackendUnavailable { reason, .. }) => {
+                println!("SKIPPED: backend {backend} is not available here: {reason}");
+            }
+            Err(Error::Spawn {
+                failure: corral::SpawnFailure::BadCwd,
+                ..
+            }) => {}
+            other => panic!("{backend}: entered as root, or misreported: {other:?}"),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&private);
+}
+
 /// Without root, a user change is refused before anything runs, with a
 /// message that names the fix.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

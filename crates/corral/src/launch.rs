@@ -93,7 +93,11 @@ fn credentials(command: &Command, prepared: &Prepared) -> sys::Credentials {
 
 /// Classifies a spawn error for the caller.
 pub(crate) fn spawn_error(command: &Command, source: io::Error) -> Error {
+    let cwd_refused = source
+        .get_ref()
+        .is_some_and(|inner| inner.is::<sys::CwdRefused>());
     let failure = match source.kind() {
+        _ if cwd_refused => SpawnFailure::BadCwd,
         io::ErrorKind::NotFound => SpawnFailure::NotFound,
         io::ErrorKind::PermissionDenied => SpawnFailure::NotExecutable,
         _ if sys::is_not_executable(&source) => SpawnFailure::NotExecutable,
@@ -184,8 +188,20 @@ fn launch_with_std(
     prepared: &Prepared,
     creds: sys::Credentials,
 ) -> io::Result<Launched> {
-    let mut std_command = std_command(command);
+    // With a user change, the directory is entered as that user, after
+    // the change (std's `current_dir` enters it before, with our rights).
+    let as_user = creds.uid.is_some() || creds.gid.is_some();
+    let mut std_command = std_command(command, !as_user);
     let mut setup = prepared.child_setup();
+    if let Some(dir) = command.cwd.as_ref().filter(|_| as_user) {
+        let dir = CString::new(dir.as_os_str().as_bytes()).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a NUL byte in the working directory",
+            )
+        })?;
+        setup.cwd_as_user = Some(dir);
+    }
     setup.creds = creds;
     setup.ignore_sigpipe = command.ignore_sigpipe;
     let mut child = sys::spawn(&mut std_command, setup)?;
@@ -215,7 +231,8 @@ fn launch_with_std(
     })
 }
 
-fn std_command(command: &Command) -> std::process::Command {
+/// std's command for `command`; its working directory too if `cwd`.
+fn std_command(command: &Command, cwd: bool) -> std::process::Command {
     let mut std_command = std::process::Command::new(&command.program);
     std_command.args(&command.args);
     if command.env_clear {
@@ -227,7 +244,7 @@ fn std_command(command: &Command) -> std::process::Command {
             None => std_command.env_remove(key),
         };
     }
-    if let Some(dir) = &command.cwd {
+    if let Some(dir) = command.cwd.as_ref().filter(|_| cwd) {
         std_command.current_dir(dir);
     }
     std_command.stdin(match command.stdin {

@@ -145,9 +145,9 @@ pub(crate) fn spawn_into_cgroup(exec: &Exec<'_>) -> Result<(i32, OwnedFd), Clone
         return Ok((pid, pidfd));
     }
     super::kill_and_reap(std::os::fd::AsFd::as_fd(&pidfd));
-    Err(Clone3Error::Exec(io::Error::from_raw_os_error(
-        i32::from_ne_bytes(errno),
-    )))
+    Err(Clone3Error::Exec(super::child_error(i32::from_ne_bytes(
+        errno,
+    ))))
 }
 
 /// The child's stack while it shares our memory, until `execve`: what
@@ -318,7 +318,7 @@ impl Child {
                 self.fail();
             }
             if !self.cwd.is_null() && libc::chdir(self.cwd) != 0 {
-                self.fail();
+                self.fail_cwd();
             }
             // As std does: an empty signal mask, and SIGPIPE at its default
             // (Rust programs ignore it) unless the caller passes an ignored
@@ -334,13 +334,26 @@ impl Child {
 
     /// Reports errno to the parent and exits.
     unsafe fn fail(&self) -> ! {
-        // SAFETY: errno is thread-local; write and _exit are async-signal-safe.
-        // The raw `write` system call, not glibc's cancellable wrapper, whose
-        // cancellation state lives in the thread block we may share with the
-        // suspended parent thread.
+        // SAFETY: errno is thread-local.
+        unsafe { self.report_and_exit(*libc::__errno_location()) }
+    }
+
+    /// Reports errno, negated (the working directory was refused, not the
+    /// program), to the parent and exits.
+    unsafe fn fail_cwd(&self) -> ! {
+        // SAFETY: errno is thread-local.
+        unsafe { self.report_and_exit(-*libc::__errno_location()) }
+    }
+
+    /// Writes `code` to the parent and exits.
+    unsafe fn report_and_exit(&self, code: c_int) -> ! {
+        // SAFETY: write and _exit are async-signal-safe. The raw `write`
+        // system call, not glibc's cancellable wrapper, whose cancellation
+        // state lives in the thread block we may share with the suspended
+        // parent thread.
         unsafe {
-            let errno = (*libc::__errno_location()).to_ne_bytes();
-            libc::syscall(libc::SYS_write, self.report, errno.as_ptr(), errno.len());
+            let code = code.to_ne_bytes();
+            libc::syscall(libc::SYS_write, self.report, code.as_ptr(), code.len());
             libc::_exit(127)
         }
     }

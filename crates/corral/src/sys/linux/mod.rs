@@ -349,6 +349,32 @@ pub(crate) struct ChildSetup<'a> {
     /// Start the program with `SIGPIPE` ignored (std resets it to the
     /// default first).
     pub(crate) ignore_sigpipe: bool,
+    /// Enter this directory after the credentials changed (std's
+    /// `current_dir` would enter it before, with our rights).
+    pub(crate) cwd_as_user: Option<std::ffi::CString>,
+}
+
+/// Marks an error of the child's `chdir`: the working directory was
+/// refused (to the command's user, say), not the program.
+#[derive(Debug)]
+pub(crate) struct CwdRefused(pub(crate) io::Error);
+
+impl std::fmt::Display for CwdRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot enter the working directory: {}", self.0)
+    }
+}
+
+impl std::error::Error for CwdRefused {}
+
+/// The error a child reported: errno, negated if its `chdir` failed.
+pub(crate) fn child_error(code: i32) -> io::Error {
+    if code < 0 {
+        let source = io::Error::from_raw_os_error(code.saturating_neg());
+        io::Error::new(source.kind(), CwdRefused(source))
+    } else {
+        io::Error::from_raw_os_error(code)
+    }
 }
 
 /// Spawns `command` with `setup` applied in the child before `exec`.
@@ -375,7 +401,8 @@ pub(crate) fn spawn(
     // the program; it must start with none blocked, as on the `clone3` path
     // (`corral run` holds SIGRTMAX blocked).
     let masked = thread_blocks_signals();
-    if procs_fd.is_some() || !creds.is_empty() || ignore_sigpipe || masked {
+    let cwd = setup.cwd_as_user;
+    if procs_fd.is_some() || !creds.is_empty() || ignore_sigpipe || masked || cwd.is_some() {
         let hook = move || -> io::Result<()> {
             if masked {
                 // SAFETY: an empty set is a valid mask; `pthread_sigmask` is
@@ -398,6 +425,18 @@ pub(crate) fn spawn(
             // After the move: a new cgroup namespace is rooted at the leaf.
             // SAFETY: in the forked child before exec; raw syscalls only.
             unsafe { creds.apply() }.map_err(io::Error::from_raw_os_error)?;
+            // With the user's rights; a refusal comes back negated (std
+            // passes the raw code on), told apart from the program's.
+            // SAFETY: `chdir` is async-signal-safe; the string lives in
+            // this closure.
+            if let Some(dir) = &cwd
+                && unsafe { libc::chdir(dir.as_ptr()) } != 0
+            {
+                let errno = io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EACCES);
+                return Err(io::Error::from_raw_os_error(-errno));
+            }
             // std has set SIGPIPE to its default by now (hooks run after).
             // SAFETY: SIG_IGN installs no handler code; `signal` is
             // async-signal-safe.
@@ -413,7 +452,10 @@ pub(crate) fn spawn(
         // an OS code is stored inline.
         unsafe { command.pre_exec(hook) };
     }
-    command.spawn()
+    command.spawn().map_err(|error| match error.raw_os_error() {
+        Some(code) if code < 0 => child_error(code),
+        _ => error,
+    })
 }
 
 /// Whether the calling thread blocks any signal.
