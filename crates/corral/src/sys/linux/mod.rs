@@ -45,24 +45,6 @@ fn rustix_signal(signal: Signal) -> io::Result<rustix::process::Signal> {
     Ok(unsafe { rustix::process::Signal::from_raw_unchecked(number) })
 }
 
-/// A real-time signal's number (`SIGRTMIN` to `SIGRTMAX`), which rustix
-/// does not send: those go through libc.
-fn realtime(signal: Signal) -> Option<i32> {
-    let number = signal.number();
-    (libc::SIGRTMIN()..=libc::SIGRTMAX())
-        .contains(&number)
-        .then_some(number)
-}
-
-/// The result of a libc call that returns -1 and sets errno on failure.
-fn libc_result(rc: libc::c_long) -> io::Result<()> {
-    if rc == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
 /// This process's id.
 ///
 /// # References
@@ -123,21 +105,6 @@ pub(crate) fn pidfd_open(raw: i32) -> io::Result<OwnedFd> {
 /// # References
 /// - <https://man7.org/linux/man-pages/man2/pidfd_send_signal.2.html>
 pub(crate) fn pidfd_signal(pidfd: impl AsFd, signal: Signal) -> io::Result<()> {
-    if let Some(number) = realtime(signal) {
-        let fd = pidfd.as_fd().as_raw_fd();
-        // SAFETY: a plain system call on a descriptor we borrow; the null
-        // `info` asks the kernel to fill it in as `kill` does.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                fd,
-                number,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            )
-        };
-        return libc_result(rc);
-    }
     Ok(rustix::process::pidfd_send_signal(
         pidfd,
         rustix_signal(signal)?,
@@ -149,11 +116,6 @@ pub(crate) fn pidfd_signal(pidfd: impl AsFd, signal: Signal) -> io::Result<()> {
 /// # References
 /// - <https://man7.org/linux/man-pages/man2/kill.2.html>
 pub(crate) fn kill(raw: i32, signal: Signal) -> io::Result<()> {
-    if let Some(number) = realtime(signal) {
-        let target = pid(raw)?.as_raw_nonzero().get();
-        // SAFETY: `kill` touches no memory of ours.
-        return libc_result(unsafe { libc::kill(target, number) }.into());
-    }
     Ok(rustix::process::kill_process(
         pid(raw)?,
         rustix_signal(signal)?,
@@ -166,11 +128,6 @@ pub(crate) fn kill(raw: i32, signal: Signal) -> io::Result<()> {
 /// # References
 /// - <https://man7.org/linux/man-pages/man2/killpg.2.html>
 pub(crate) fn kill_group(pgid: i32, signal: Signal) -> io::Result<()> {
-    if let Some(number) = realtime(signal) {
-        let group = pid(pgid)?.as_raw_nonzero().get();
-        // SAFETY: `killpg` touches no memory of ours.
-        return libc_result(unsafe { libc::killpg(group, number) }.into());
-    }
     Ok(rustix::process::kill_process_group(
         pid(pgid)?,
         rustix_signal(signal)?,
