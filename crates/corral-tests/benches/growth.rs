@@ -44,9 +44,7 @@ use std::{
 use corral::{Backend, BackendChoice, Input, Outcome, Output};
 use corral_tests::{
     Guard, Proc,
-    bench::{
-        Knobs, machine_line, median, ms, ms_f64, p90, ratio, report_cgroups_left, write_results,
-    },
+    bench::{Knobs, machine_line, median, ms, ms_f64, p90, ratio, write_results},
     proc::count_alive,
     try_parse_ready,
 };
@@ -487,32 +485,16 @@ fn main() -> ExitCode {
         .into_iter()
         .filter(|&n| n >= 1)
         .collect();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let code = runtime.block_on(run(&knobs, &sizes));
-    // Bounded: a blocking reaper thread cannot hold the exit up for ever.
-    runtime.shutdown_timeout(Duration::from_secs(5));
-    if report_cgroups_left() > 0 {
-        return ExitCode::FAILURE;
-    }
-    code
+    corral_tests::bench::run_checked(run(&knobs, &sizes))
 }
 
 async fn run(knobs: &Knobs, sizes: &[usize]) -> ExitCode {
     let fixture = PathBuf::from(env!("CARGO_BIN_EXE_fixture"));
     corral::claim_subreaper();
-    let caps = corral::capabilities();
-    let mut contenders = Vec::new();
-    for backend in [Backend::Cgroup, Backend::Subreaper, Backend::Group] {
-        match caps.backends.iter().find(|s| s.backend == backend) {
-            Some(s) if s.available => contenders.push(Contender::Corral(backend)),
-            Some(s) => println!("skipping corral {}: {}", s.backend, s.detail),
-            None => {}
-        }
-    }
+    let mut contenders: Vec<Contender> = corral_tests::bench::corral_backends()
+        .into_iter()
+        .map(Contender::Corral)
+        .collect();
     contenders.push(Contender::ProcessWrap);
     if Path::new(TIMEOUT).exists() {
         contenders.push(Contender::Timeout);

@@ -33,7 +33,7 @@ use std::{
 use corral::{Backend, BackendChoice, Input, Output};
 use corral_tests::{
     Guard, Proc,
-    bench::{Knobs, leaf_parent, machine_line, median, ms, p90, ratio, report_cgroups_left},
+    bench::{Knobs, leaf_parent, machine_line, median, ms, p90, ratio},
     proc::count_alive,
     try_parse_ready,
 };
@@ -70,6 +70,14 @@ enum BackendKey {
 }
 
 impl BackendKey {
+    fn of(backend: Backend) -> Self {
+        match backend {
+            Backend::Cgroup => BackendKey::Cgroup,
+            Backend::Subreaper => BackendKey::Subreaper,
+            Backend::Group => BackendKey::Group,
+        }
+    }
+
     fn backend(self) -> Backend {
         match self {
             BackendKey::Cgroup => Backend::Cgroup,
@@ -350,34 +358,16 @@ fn main() -> ExitCode {
         .get("sizes")
         .map(|s| s.split(',').filter_map(|v| v.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![100, 1000]);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let code = runtime.block_on(run(&knobs, &sizes));
-    // Bounded: a blocking reaper thread cannot hold the exit up for ever.
-    runtime.shutdown_timeout(Duration::from_secs(5));
-    let left = report_cgroups_left();
-    if left > 0 {
-        return ExitCode::FAILURE;
-    }
-    code
+    corral_tests::bench::run_checked(run(&knobs, &sizes))
 }
 
 async fn run(knobs: &Knobs, sizes: &[usize]) -> ExitCode {
     let fixture = PathBuf::from(env!("CARGO_BIN_EXE_fixture"));
     corral::claim_subreaper();
-    let caps = corral::capabilities();
-    let mut contenders = Vec::new();
-    for key in [BackendKey::Cgroup, BackendKey::Subreaper, BackendKey::Group] {
-        let status = caps.backends.iter().find(|s| s.backend == key.backend());
-        match status {
-            Some(s) if s.available => contenders.push(Contender::Corral(key)),
-            Some(s) => println!("skipping corral {}: {}", s.backend, s.detail),
-            None => {}
-        }
-    }
+    let mut contenders: Vec<Contender> = corral_tests::bench::corral_backends()
+        .into_iter()
+        .map(|backend| Contender::Corral(BackendKey::of(backend)))
+        .collect();
     contenders.push(Contender::ProcessWrap);
     if contenders.contains(&Contender::Corral(BackendKey::Cgroup)) {
         contenders.push(Contender::CgroupFloor);

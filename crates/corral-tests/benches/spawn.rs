@@ -29,8 +29,7 @@ use std::{
 
 use corral::{Backend, BackendChoice, Input, Outcome, Output};
 use corral_tests::bench::{
-    Knobs, leaf_parent, machine_line, median, ms, p90, ratio, report_cgroups_left, timing_row,
-    write_results,
+    Knobs, leaf_parent, machine_line, median, ms, p90, ratio, timing_row, write_results,
 };
 
 const PROGRAM: &str = "/bin/true";
@@ -198,18 +197,7 @@ fn main() -> ExitCode {
     let knobs = Knobs::from_env();
     let rounds = knobs.rounds_or(300, 30);
     let warmup = (rounds / 10).clamp(3, 30);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let code = runtime.block_on(run(rounds, warmup));
-    runtime.shutdown_timeout(Duration::from_secs(5));
-    let left = report_cgroups_left();
-    if left > 0 {
-        return ExitCode::FAILURE;
-    }
-    code
+    corral_tests::bench::run_checked(run(rounds, warmup))
 }
 
 async fn run(rounds: usize, warmup: usize) -> ExitCode {

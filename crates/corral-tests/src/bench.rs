@@ -249,3 +249,42 @@ pub fn report_cgroups_left() -> usize {
     }
     left.len()
 }
+
+/// Runs a bench's `work` on a two-worker runtime, shuts it down within 5 s
+/// (a blocking reaper thread cannot hold the exit up for ever), and fails if
+/// the run left a cgroup leaf of its own behind.
+pub fn run_checked(
+    work: impl std::future::Future<Output = std::process::ExitCode>,
+) -> std::process::ExitCode {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let code = runtime.block_on(work);
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    if report_cgroups_left() > 0 {
+        return std::process::ExitCode::FAILURE;
+    }
+    code
+}
+
+/// The corral backends this machine offers, in the order cgroup,
+/// subreaper, group; each one it does not offer is said with the reason.
+pub fn corral_backends() -> Vec<corral::Backend> {
+    use corral::Backend;
+    let caps = corral::capabilities();
+    [Backend::Cgroup, Backend::Subreaper, Backend::Group]
+        .into_iter()
+        .filter(
+            |&backend| match caps.backends.iter().find(|s| s.backend == backend) {
+                Some(s) if s.available => true,
+                Some(s) => {
+                    println!("skipping corral {}: {}", s.backend, s.detail);
+                    false
+                }
+                None => false,
+            },
+        )
+        .collect()
+}

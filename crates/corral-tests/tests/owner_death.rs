@@ -43,20 +43,8 @@ struct Owner {
     tree: Vec<Proc>,
 }
 
-fn spawn_owner(ledger: &Path, options: &[&str], fixture: &[&str]) -> Child {
-    Command::new(owner_path())
-        .args(options)
-        .arg("--")
-        .args(fixture)
-        .env("CORRAL_LEDGER_DIR", ledger)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn owner")
-}
-
-/// Starts `owner`, waits for its line naming the owner, watchdog and tree.
-fn start_owner(ledger: &Path, options: &[&str], fixture: &[&str]) -> Owner {
+/// The `owner` command: `options -- fixture`, recording in `ledger`.
+fn owner_command(ledger: &Path, options: &[&str], fixture: &[&str]) -> Command {
     let mut command = Command::new(owner_path());
     command
         .args(options)
@@ -65,7 +53,18 @@ fn start_owner(ledger: &Path, options: &[&str], fixture: &[&str]) -> Owner {
         .env("CORRAL_LEDGER_DIR", ledger)
         .stdin(Stdio::null())
         .stdout(Stdio::piped());
-    start_owner_with(command)
+    command
+}
+
+fn spawn_owner(ledger: &Path, options: &[&str], fixture: &[&str]) -> Child {
+    owner_command(ledger, options, fixture)
+        .spawn()
+        .expect("spawn owner")
+}
+
+/// Starts `owner`, waits for its line naming the owner, watchdog and tree.
+fn start_owner(ledger: &Path, options: &[&str], fixture: &[&str]) -> Owner {
+    start_owner_with(owner_command(ledger, options, fixture))
 }
 
 /// Starts `command` (an `owner` with its stdout piped), waits for its line
@@ -259,12 +258,30 @@ fn group_owner_killed_while_running() {
 /// it every live tree; the owner's death is then still covered.
 #[test]
 fn watchdog_killed_then_owner_killed() {
+    watchdog_replaced_then_owner_killed("watchdog-killed", "");
+}
+
+/// The owner is killed right after it started a replacement watchdog,
+/// before it could send it anything (`slow-watchdog-restart` holds it
+/// there): the whole state was put in the new helper's socket before the
+/// helper existed, so the tree is still ended.
+#[test]
+fn owner_killed_while_replacing_its_watchdog() {
+    watchdog_replaced_then_owner_killed("replacing", "slow-watchdog-restart");
+}
+
+/// Kills the owner's watchdog, waits for its replacement, kills the owner:
+/// the tree is gone within the bound, then the replacement. `faults` go to
+/// the owner as `CORRAL_FAULTS`.
+fn watchdog_replaced_then_owner_killed(name: &str, faults: &str) {
     if cgroup_parent().is_none() {
         return;
     }
     become_subreaper();
-    let dir = ledger_dir("watchdog-killed");
-    let mut owner = start_owner(&dir, &["cgroup"], &["tree-ignore", "10"]);
+    let dir = ledger_dir(name);
+    let mut command = owner_command(&dir, &["cgroup"], &["tree-ignore", "10"]);
+    command.env("CORRAL_FAULTS", faults);
+    let mut owner = start_owner_with(command);
     let first = owner.watchdog.expect("a watchdog");
     let guard = Leftovers(owner.tree.clone());
     assert!(first.signal(Signal::KILL));
@@ -287,51 +304,6 @@ fn watchdog_killed_then_owner_killed() {
         owner.tree.iter().all(Proc::is_alive),
         "killing the watchdog leaves the tree alone"
     );
-    assert!(owner.owner.signal(Signal::KILL));
-    let _ = owner.child.wait();
-    let gone = wait_gone(&owner.tree, BOUND + SLACK);
-    assert!(gone.is_ok(), "survivors {:?}", gone.err());
-    assert!(wait_gone(&[replacement], BOUND).is_ok());
-    drop(guard);
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// The owner is killed right after it started a replacement watchdog,
-/// before it could send it anything (`slow-watchdog-restart` holds it
-/// there): the whole state was put in the new helper's socket before the
-/// helper existed, so the tree is still ended.
-#[test]
-fn owner_killed_while_replacing_its_watchdog() {
-    if cgroup_parent().is_none() {
-        return;
-    }
-    become_subreaper();
-    let dir = ledger_dir("replacing");
-    let mut command = Command::new(owner_path());
-    command
-        .args(["cgroup", "--", "tree-ignore", "10"])
-        .env("CORRAL_LEDGER_DIR", &dir)
-        .env("CORRAL_FAULTS", "slow-watchdog-restart")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped());
-    let mut owner = start_owner_with(command);
-    let first = owner.watchdog.expect("a watchdog");
-    let guard = Leftovers(owner.tree.clone());
-    assert!(first.signal(Signal::KILL));
-    assert!(wait_gone(&[first], BOUND).is_ok());
-    let deadline = Instant::now() + Duration::from_secs(2);
-    let replacement = loop {
-        let found = running_descendants(&owner.tree)
-            .into_iter()
-            .find(|(pid, _, cmd)| {
-                *pid != owner.owner.pid && cmd.contains(corral::watchdog::HOOK_ARG)
-            });
-        if let Some((pid, _, _)) = found {
-            break Proc::of(pid).expect("alive");
-        }
-        assert!(Instant::now() < deadline, "no new watchdog");
-        std::thread::sleep(Duration::from_millis(5));
-    };
     assert!(owner.owner.signal(Signal::KILL));
     let _ = owner.child.wait();
     let gone = wait_gone(&owner.tree, BOUND + SLACK);
