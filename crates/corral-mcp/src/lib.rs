@@ -43,6 +43,7 @@
 #![forbid(unsafe_code)]
 #![cfg(target_os = "linux")]
 
+pub mod client;
 mod ending;
 mod error;
 pub mod frame;

@@ -1,0 +1,536 @@
+//! What a connection's handles, writer and reader share: the requests
+//! waiting for an answer, the outbound queue, the cancellations owed to the
+//! server, the read counters and the tail of the server's standard error.
+//!
+//! One lock orders a call's life: the writer marks a request *written*
+//! under the `pending` lock right before writing it (and skips it if its
+//! call is gone), and a call that gives up removes itself under the same
+//! lock. So a call knows for certain whether its request may have reached
+//! the server ([`CallError::OutcomeUnknown`]) or cannot have
+//! ([`CallError::NotSent`]).
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicI64, AtomicU64, Ordering},
+    },
+    time::SystemTime,
+};
+
+use serde_json::{Map, Value, json};
+use tokio::{
+    sync::{Notify, mpsc, oneshot},
+    time::{Instant, sleep_until},
+};
+
+use super::{
+    options::CallOptions,
+    outcome::{CallError, Ended},
+};
+use crate::message::Id;
+
+/// A frame for the writer. `request` is the id of one of our requests (the
+/// writer marks it written, or skips it when its call is gone).
+#[derive(Debug)]
+pub(crate) struct Outbound {
+    pub request: Option<Id>,
+    pub line: Vec<u8>,
+}
+
+/// The server's answer to a request, or why none will come.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    Result(Value),
+    Error {
+        code: i64,
+        message: String,
+        data: Option<Value>,
+    },
+    /// The connection ended first.
+    Closed {
+        reason: String,
+        written: Option<SystemTime>,
+    },
+}
+
+#[derive(Debug)]
+struct Pending {
+    reply: oneshot::Sender<Reply>,
+    written: Option<SystemTime>,
+    progress: Option<Arc<Notify>>,
+}
+
+/// What the reader dropped or answered, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct ReadStats {
+    /// Well-formed messages read.
+    pub messages: u64,
+    /// Lines that were not JSON, or not UTF-8.
+    pub not_json: u64,
+    /// JSON values other than an object.
+    pub not_object: u64,
+    /// An `id` of the wrong type (or `null` outside an error response).
+    pub bad_id: u64,
+    /// A `method` that is not a string.
+    pub bad_method: u64,
+    /// Objects that are not a JSON-RPC message (neither request,
+    /// notification nor response; a response with neither `result` nor
+    /// `error`; a duplicated key).
+    pub not_a_message: u64,
+    /// Frames over the size cap.
+    pub too_long: u64,
+    /// Responses to an id no call waits for (unknown, or already settled).
+    pub unknown_id: u64,
+    /// Requests from the server, answered (`ping`) or refused
+    /// (method not found).
+    pub server_requests: u64,
+    /// Answers to server requests dropped because the outbound queue was
+    /// full.
+    pub answers_dropped: u64,
+}
+
+impl ReadStats {
+    /// Every dropped frame.
+    pub fn dropped(&self) -> u64 {
+        self.not_json
+            + self.not_object
+            + self.bad_id
+            + self.bad_method
+            + self.not_a_message
+            + self.too_long
+            + self.unknown_id
+    }
+}
+
+/// Counters, bumped by the reader.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub messages: AtomicU64,
+    pub not_json: AtomicU64,
+    pub not_object: AtomicU64,
+    pub bad_id: AtomicU64,
+    pub bad_method: AtomicU64,
+    pub not_a_message: AtomicU64,
+    pub too_long: AtomicU64,
+    pub unknown_id: AtomicU64,
+    pub server_requests: AtomicU64,
+    pub answers_dropped: AtomicU64,
+}
+
+pub(crate) fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The last bytes of a stream.
+#[derive(Debug)]
+pub(crate) struct Tail {
+    bytes: VecDeque<u8>,
+    cap: usize,
+}
+
+impl Tail {
+    pub(crate) fn new(cap: usize) -> Self {
+        Self {
+            bytes: VecDeque::new(),
+            cap,
+        }
+    }
+
+    pub(crate) fn push(&mut self, data: &[u8]) {
+        let data = &data[data.len().saturating_sub(self.cap)..];
+        let over = (self.bytes.len() + data.len()).saturating_sub(self.cap);
+        self.bytes.drain(..over.min(self.bytes.len()));
+        self.bytes.extend(data);
+    }
+
+    pub(crate) fn text(&self) -> String {
+        let (a, b) = self.bytes.as_slices();
+        let mut all = Vec::with_capacity(a.len() + b.len());
+        all.extend_from_slice(a);
+        all.extend_from_slice(b);
+        String::from_utf8_lossy(&all).into_owned()
+    }
+}
+
+/// The shared state of one connection.
+#[derive(Debug)]
+pub(crate) struct Core {
+    next_id: AtomicI64,
+    pending: Mutex<HashMap<Id, Pending>>,
+    max_in_flight: usize,
+    /// The queue's sending side; taken at teardown.
+    out: Mutex<Option<mpsc::Sender<Outbound>>>,
+    /// Requests given up after they were written: the writer owes the server
+    /// a `notifications/cancelled` (and, on HTTP, closes their streams).
+    cancels: Mutex<Vec<(Id, String)>>,
+    pub wake_writer: Notify,
+    /// Why the connection ended, once its teardown started.
+    closed: Mutex<Option<Ended>>,
+    /// `_meta` every request carries (2026-07-28: protocol version, client
+    /// info and capabilities).
+    meta: Mutex<Option<Map<String, Value>>>,
+    pub counters: Counters,
+    pub stderr: Mutex<Tail>,
+}
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Core {
+    pub(crate) fn new(
+        queue: usize,
+        max_in_flight: usize,
+        stderr_tail: usize,
+    ) -> (Arc<Self>, mpsc::Receiver<Outbound>) {
+        let (tx, rx) = mpsc::channel(queue.max(1));
+        let core = Self {
+            next_id: AtomicI64::new(1),
+            pending: Mutex::new(HashMap::new()),
+            max_in_flight: max_in_flight.max(1),
+            out: Mutex::new(Some(tx)),
+            cancels: Mutex::new(Vec::new()),
+            wake_writer: Notify::new(),
+            closed: Mutex::new(None),
+            meta: Mutex::new(None),
+            counters: Counters::default(),
+            stderr: Mutex::new(Tail::new(stderr_tail)),
+        };
+        (Arc::new(core), rx)
+    }
+
+    pub(crate) fn stats(&self) -> ReadStats {
+        let c = &self.counters;
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        ReadStats {
+            messages: get(&c.messages),
+            not_json: get(&c.not_json),
+            not_object: get(&c.not_object),
+            bad_id: get(&c.bad_id),
+            bad_method: get(&c.bad_method),
+            not_a_message: get(&c.not_a_message),
+            too_long: get(&c.too_long),
+            unknown_id: get(&c.unknown_id),
+            server_requests: get(&c.server_requests),
+            answers_dropped: get(&c.answers_dropped),
+        }
+    }
+
+    pub(crate) fn set_meta(&self, meta: Map<String, Value>) {
+        *lock(&self.meta) = Some(meta);
+    }
+
+    pub(crate) fn ended(&self) -> Option<Ended> {
+        lock(&self.closed).clone()
+    }
+
+    pub(crate) fn in_flight(&self) -> usize {
+        lock(&self.pending).len()
+    }
+
+    /// Writer: marks `id` written now; false if its call is gone (skip it).
+    pub(crate) fn mark_written(&self, id: &Id) -> bool {
+        match lock(&self.pending).get_mut(id) {
+            Some(pending) => {
+                pending.written = Some(SystemTime::now());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Writer: the cancellations owed, oldest first.
+    pub(crate) fn take_cancels(&self) -> Vec<(Id, String)> {
+        std::mem::take(&mut *lock(&self.cancels))
+    }
+
+    /// Reader: delivers an answer; false if no call waits for `id`.
+    pub(crate) fn settle(&self, id: &Id, reply: Reply) -> bool {
+        match lock(&self.pending).remove(id) {
+            Some(pending) => {
+                // A call that gave up at this very moment drops its receiver.
+                let _ = pending.reply.send(reply);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Reader: a progress notification for the request `id`.
+    pub(crate) fn progress(&self, id: &Id) {
+        if let Some(notify) = lock(&self.pending).get(id).and_then(|p| p.progress.clone()) {
+            notify.notify_one();
+        }
+    }
+
+    /// Queues a frame that is not one of our requests (an answer to the
+    /// server, a notification) without waiting; false if the queue is full
+    /// or closed.
+    pub(crate) fn try_send(&self, line: Vec<u8>) -> bool {
+        let sender = lock(&self.out).clone();
+        sender.is_some_and(|sender| {
+            sender
+                .try_send(Outbound {
+                    request: None,
+                    line,
+                })
+                .is_ok()
+        })
+    }
+
+    /// Teardown, first step: no new frame is queued, and every waiting call
+    /// is told why (with whether its request was written). Idempotent; the
+    /// first reason wins.
+    pub(crate) fn close(&self, why: &Ended) {
+        {
+            let mut closed = lock(&self.closed);
+            if closed.is_none() {
+                *closed = Some(why.clone());
+            }
+        }
+        lock(&self.out).take();
+        let reason = self.ended().unwrap_or_else(|| why.clone()).to_string();
+        let pending: Vec<Pending> = lock(&self.pending).drain().map(|(_, p)| p).collect();
+        for pending in pending {
+            let _ = pending.reply.send(Reply::Closed {
+                reason: reason.clone(),
+                written: pending.written,
+            });
+        }
+        self.wake_writer.notify_one();
+    }
+
+    /// Sends a request and waits for its answer within `options`.
+    ///
+    /// # Cancel safety
+    /// Dropping the future gives the call up: if the request was written, a
+    /// `notifications/cancelled` for it is queued for the server; if not, it
+    /// is never written.
+    pub(crate) async fn request(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<Value>,
+        options: &CallOptions,
+    ) -> Result<Value, CallError> {
+        let number = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = Id::Number(i128::from(number));
+        let progress = options.idle_timeout.map(|_| Arc::new(Notify::new()));
+        let mut params = match params {
+            Some(Value::Object(map)) => map,
+            Some(other) => {
+                return Err(CallError::NotSent {
+                    reason: format!("the parameters must be a JSON object, not {other}"),
+                });
+            }
+            None => Map::new(),
+        };
+        let meta_extra = lock(&self.meta).clone();
+        if progress.is_some() || meta_extra.is_some() {
+            let meta = params
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(meta) = meta {
+                if progress.is_some() {
+                    meta.insert("progressToken".into(), json!(number));
+                }
+                for (key, value) in meta_extra.unwrap_or_default() {
+                    meta.entry(key).or_insert(value);
+                }
+            }
+        }
+        let mut frame = json!({"jsonrpc": "2.0", "id": number, "method": method});
+        if !params.is_empty() {
+            frame["params"] = Value::Object(params);
+        }
+        let line = serde_json::to_vec(&frame).map_err(|error| CallError::NotSent {
+            reason: format!("cannot encode the request: {error}"),
+        })?;
+
+        let (reply, mut answer) = oneshot::channel();
+        {
+            if let Some(why) = self.ended() {
+                return Err(CallError::NotSent {
+                    reason: why.to_string(),
+                });
+            }
+            let mut pending = lock(&self.pending);
+            if pending.len() >= self.max_in_flight {
+                return Err(CallError::NotSent {
+                    reason: format!(
+                        "{} requests are already waiting for an answer on this connection \
+                         (ConnectOptions::max_in_flight)",
+                        pending.len()
+                    ),
+                });
+            }
+            pending.insert(
+                id.clone(),
+                Pending {
+                    reply,
+                    written: None,
+                    progress: progress.clone(),
+                },
+            );
+        }
+        let mut call = Abandon {
+            core: self,
+            id: id.clone(),
+            armed: true,
+        };
+        let hard = options.timeout.map(|limit| Instant::now() + limit);
+        let cancel = options.cancel.clone().unwrap_or_default();
+
+        // Queue it, within the deadline.
+        let sender = lock(&self.out).clone();
+        let Some(sender) = sender else {
+            return call.give_up("the connection is closing", &mut answer);
+        };
+        let queued = tokio::select! {
+            biased;
+            () = cancel.cancelled() => Err("cancelled"),
+            () = until(hard) => Err("the deadline passed"),
+            sent = sender.send(Outbound { request: Some(id.clone()), line }) => {
+                sent.map_err(|_| "the connection is closing")
+            }
+        };
+        drop(sender);
+        if let Err(why) = queued {
+            return call.give_up(why, &mut answer);
+        }
+        self.wake_writer.notify_one();
+
+        // Wait for the answer.
+        let mut idle = options.idle_timeout.map(|idle| Instant::now() + idle);
+        let reply = loop {
+            let ends = match (idle, hard) {
+                (Some(idle), Some(hard)) => Some(idle.min(hard)),
+                (idle, hard) => idle.or(hard),
+            };
+            tokio::select! {
+                biased;
+                reply = &mut answer => break reply,
+                () = cancel.cancelled() => return call.give_up("cancelled", &mut answer),
+                () = until(ends) => return call.give_up("the deadline passed", &mut answer),
+                () = notified(progress.as_deref()) => {
+                    idle = options.idle_timeout.map(|limit| Instant::now() + limit);
+                }
+            }
+        };
+        call.armed = false;
+        match reply {
+            Ok(reply) => answered(&id, reply),
+            // The sender was dropped without an answer: only `close` does
+            // that after sending `Closed`, so this is unreachable in
+            // practice; the request's fate is unknown.
+            Err(_) => Err(CallError::OutcomeUnknown {
+                request_id: id,
+                written_at: SystemTime::now(),
+                reason: "the connection ended".into(),
+            }),
+        }
+    }
+}
+
+/// What a reply means for the caller.
+fn answered(id: &Id, reply: Reply) -> Result<Value, CallError> {
+    match reply {
+        Reply::Result(value) => Ok(value),
+        Reply::Error {
+            code,
+            message,
+            data,
+        } => Err(CallError::Rpc {
+            code,
+            message,
+            data,
+        }),
+        Reply::Closed {
+            reason,
+            written: None,
+        } => Err(CallError::NotSent { reason }),
+        Reply::Closed {
+            reason,
+            written: Some(written_at),
+        } => Err(CallError::OutcomeUnknown {
+            request_id: id.clone(),
+            written_at,
+            reason,
+        }),
+    }
+}
+
+async fn until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn notified(notify: Option<&Notify>) {
+    match notify {
+        Some(notify) => notify.notified().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A call still waiting; dropping it gives the call up.
+struct Abandon<'a> {
+    core: &'a Arc<Core>,
+    id: Id,
+    armed: bool,
+}
+
+impl Abandon<'_> {
+    /// Gives the call up for `why`: not sent if it was never written; else
+    /// outcome unknown, and a cancellation is owed to the server. If the
+    /// answer raced in meanwhile, that answer stands.
+    fn give_up(
+        &mut self,
+        why: &str,
+        answer: &mut oneshot::Receiver<Reply>,
+    ) -> Result<Value, CallError> {
+        self.armed = false;
+        match self.remove(why) {
+            Some(None) => Err(CallError::NotSent {
+                reason: format!("{why} before the request was written"),
+            }),
+            Some(Some(written_at)) => Err(CallError::OutcomeUnknown {
+                request_id: self.id.clone(),
+                written_at,
+                reason: why.into(),
+            }),
+            // Settled meanwhile: the reader delivered the answer (or the
+            // teardown its reason) just now.
+            None => match answer.try_recv() {
+                Ok(reply) => answered(&self.id, reply),
+                Err(_) => Err(CallError::OutcomeUnknown {
+                    request_id: self.id.clone(),
+                    written_at: SystemTime::now(),
+                    reason: why.into(),
+                }),
+            },
+        }
+    }
+
+    /// Removes the call; `Some(written)` if it was still waiting.
+    fn remove(&self, why: &str) -> Option<Option<SystemTime>> {
+        let pending = lock(&self.core.pending).remove(&self.id)?;
+        if pending.written.is_some() {
+            lock(&self.core.cancels).push((self.id.clone(), why.to_string()));
+            self.core.wake_writer.notify_one();
+        }
+        Some(pending.written)
+    }
+}
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.remove("the call was dropped");
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! The handshake, for both protocol eras, each step under its own deadline.
+//!
+//! 1. `server/discover` (2026-07-28), unless the caller knows the server is
+//!    legacy. A discovery result that offers a version this client speaks
+//!    ends the handshake: every later request carries the protocol version
+//!    and the client's identity in its `_meta`.
+//! 2. Otherwise `initialize` (2025-11-25 and earlier), then
+//!    `notifications/initialized`. The fallback is not keyed to one error
+//!    code: *any* JSON-RPC error, an answer that is not a discovery result,
+//!    or silence until the discovery deadline means "legacy". Only a
+//!    connection that ended (or a request that could not be written) fails
+//!    the handshake at this step.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    DiscoverResult, Implementation, InitializeResult, ProtocolVersion, ServerCapabilities,
+};
+use serde_json::{Map, Value, json};
+
+use super::{
+    core::Core,
+    options::{CallOptions, ConnectOptions},
+    outcome::CallError,
+};
+
+/// The version of the discovery era this client speaks.
+pub const MODERN: &str = "2026-07-28";
+/// The version this client asks for in `initialize`.
+pub const LEGACY: &str = "2025-11-25";
+/// Versions this client accepts in an `initialize` answer.
+const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// Which handshake the server answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Era {
+    /// `server/discover` (2026-07-28).
+    Discover,
+    /// `initialize` (2025-11-25 and earlier).
+    Initialize,
+}
+
+/// What the handshake learnt about the server.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct PeerInfo {
+    /// Which handshake it answered.
+    pub era: Era,
+    /// The protocol version in use.
+    pub protocol_version: ProtocolVersion,
+    /// Its name and version, when it said.
+    pub server_info: Option<Implementation>,
+    /// What it offers.
+    pub capabilities: ServerCapabilities,
+    /// Its instructions, if any.
+    pub instructions: Option<String>,
+}
+
+/// Runs the handshake on a connection whose writer and reader run.
+///
+/// # Errors
+/// A sentence saying which step failed and why.
+pub(crate) async fn handshake(
+    core: &Arc<Core>,
+    options: &ConnectOptions,
+) -> Result<PeerInfo, String> {
+    let client_info = json!({"name": options.client_name, "version": options.client_version});
+    if !options.legacy_only {
+        let mut meta = Map::new();
+        meta.insert(
+            "io.modelcontextprotocol/protocolVersion".into(),
+            json!(MODERN),
+        );
+        meta.insert(
+            "io.modelcontextprotocol/clientInfo".into(),
+            client_info.clone(),
+        );
+        meta.insert(
+            "io.modelcontextprotocol/clientCapabilities".into(),
+            json!({}),
+        );
+        let params = json!({"_meta": Value::Object(meta.clone())});
+        let step = CallOptions::timeout(options.discover_timeout);
+        match core.request("server/discover", Some(params), &step).await {
+            Ok(result) => match modern(result) {
+                Ok(peer) => {
+                    core.set_meta(meta);
+                    return Ok(peer);
+                }
+                Err(why) => tracing::debug!(%why, "server/discover: falling back to initialize"),
+            },
+            Err(error @ CallError::NotSent { .. }) => {
+                return Err(format!("server/discover: {error}"));
+            }
+            Err(error @ CallError::OutcomeUnknown { .. }) if core.ended().is_some() => {
+                return Err(format!("server/discover: {error}"));
+            }
+            Err(error) => {
+                tracing::debug!(%error, "server/discover: falling back to initialize");
+            }
+        }
+    }
+    let params = json!({
+        "protocolVersion": LEGACY,
+        "capabilities": {},
+        "clientInfo": client_info,
+    });
+    let step = CallOptions::timeout(options.initialize_timeout);
+    let result = core
+        .request("initialize", Some(params), &step)
+        .await
+        .map_err(|error| format!("initialize: {error}"))?;
+    let result: InitializeResult = serde_json::from_value(result)
+        .map_err(|error| format!("initialize: the answer is not an initialize result ({error})"))?;
+    if !LEGACY_VERSIONS.contains(&result.protocol_version.as_str()) {
+        return Err(format!(
+            "initialize: the server speaks protocol version {}, which this client does not \
+             (it speaks {MODERN} and {})",
+            result.protocol_version.as_str(),
+            LEGACY_VERSIONS.join(", ")
+        ));
+    }
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let sent = serde_json::to_vec(&initialized).is_ok_and(|line| core.try_send(line));
+    if !sent {
+        return Err("initialize: the connection closed before notifications/initialized".into());
+    }
+    Ok(PeerInfo {
+        era: Era::Initialize,
+        protocol_version: result.protocol_version,
+        server_info: Some(result.server_info),
+        capabilities: result.capabilities,
+        instructions: result.instructions,
+    })
+}
+
+/// A discovery result this client can use, or why not.
+fn modern(result: Value) -> Result<PeerInfo, String> {
+    let result: DiscoverResult = serde_json::from_value(result)
+        .map_err(|error| format!("not a discovery result ({error})"))?;
+    if !result
+        .supported_versions
+        .iter()
+        .any(|v| v.as_str() == MODERN)
+    {
+        return Err(format!(
+            "the server offers {:?}, not {MODERN}",
+            result
+                .supported_versions
+                .iter()
+                .map(ProtocolVersion::as_str)
+                .collect::<Vec<_>>()
+        ));
+    }
+    Ok(PeerInfo {
+        era: Era::Discover,
+        protocol_version: ProtocolVersion::V_2026_07_28,
+        server_info: result.server_info(),
+        capabilities: result.capabilities,
+        instructions: result.instructions,
+    })
+}

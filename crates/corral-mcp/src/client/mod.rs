@@ -1,0 +1,41 @@
+//! The MCP client runtime: connections that never leak a task, a process or
+//! an answer.
+//!
+//! - [`Connection`]: one server, over stdio (spawned and owned by corral as a
+//!   whole tree, or adopted) or bare streams. One bounded outbound queue
+//!   drained by one writer task, one reader task, and a supervisor task that
+//!   runs the handshake and the one teardown.
+//! - [`Manager`]: named connections, disconnect, shutdown, and a bounded,
+//!   single-flight reconnect for a server that crashed.
+//! - [`CallError`]: the honest outcome of a call (not sent, or outcome
+//!   unknown, never retried).
+//!
+//! # Layout
+//! - `options`, `outcome`: plain data (what is allowed, what happened).
+//! - `core`: the state a connection's handles, writer and reader share;
+//!   `dispatch`: what one incoming frame does; `lines`: the stdio wire.
+//! - `handshake`: `server/discover` with fallback to `initialize`.
+//! - `connection`: the supervisor and the teardown; `manager`: names and
+//!   reconnects; `tasks`: the count of live tasks.
+
+mod connection;
+mod core;
+mod dispatch;
+mod handshake;
+mod lines;
+mod manager;
+mod options;
+mod outcome;
+mod tasks;
+
+pub use connection::{Connection, RequestId, Teardown};
+pub use core::ReadStats;
+pub use handshake::{Era, LEGACY, MODERN, PeerInfo};
+pub use manager::{Manager, Server};
+pub use options::{
+    CallOptions, ConnectOptions, DEFAULT_CLOSE_GRACE, DEFAULT_DISCOVER_TIMEOUT,
+    DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, DEFAULT_QUEUE, DEFAULT_STDERR_TAIL,
+    Reconnect,
+};
+pub use outcome::{CallError, ConnectError, Ended};
+pub use tasks::{TaskCount, live_tasks};

@@ -1,0 +1,148 @@
+//! What a connection and a call are allowed: deadlines, caps, the shutdown
+//! bounds and the reconnect budget. Plain data with the defaults the
+//! runtime's documentation names.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::frame::DEFAULT_MAX_FRAME_BYTES;
+
+/// The default deadline of `server/discover` (2026-07-28 era).
+pub const DEFAULT_DISCOVER_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default deadline of `initialize` (2025-11-25 and earlier).
+pub const DEFAULT_INITIALIZE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a server gets to exit after its stdin was closed, before its
+/// tree is terminated.
+pub const DEFAULT_CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// The default capacity of a connection's outbound queue (messages).
+pub const DEFAULT_QUEUE: usize = 64;
+/// The default cap on requests waiting for their answer per connection.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
+/// How much of the server's standard error is kept (its tail), for the
+/// message of a failed handshake.
+pub const DEFAULT_STDERR_TAIL: usize = 4096;
+
+/// How one connection behaves.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ConnectOptions {
+    /// Deadline of the `server/discover` probe.
+    pub discover_timeout: Duration,
+    /// Deadline of the legacy `initialize` (and of nothing else).
+    pub initialize_timeout: Duration,
+    /// Skip the `server/discover` probe and speak `initialize` at once (for
+    /// servers known to be legacy).
+    pub legacy_only: bool,
+    /// Cap on one incoming frame; a longer one is dropped and counted.
+    pub max_frame_bytes: usize,
+    /// Capacity of the outbound queue; a caller waits for room (within its
+    /// deadline) when it is full.
+    pub queue: usize,
+    /// Cap on requests waiting for their answer; one more is refused
+    /// ([`CallError::NotSent`](super::CallError::NotSent)).
+    pub max_in_flight: usize,
+    /// How long the server gets to exit after its stdin is closed, before
+    /// corral's policy ends its tree (`SIGTERM`, grace, `SIGKILL`, final
+    /// bound: set on the [`corral::Command`]).
+    pub close_grace: Duration,
+    /// How much of the server's standard error is kept (its tail).
+    pub stderr_tail: usize,
+    /// The client's name and version sent in the handshake.
+    pub client_name: String,
+    /// See [`ConnectOptions::client_name`].
+    pub client_version: String,
+    /// The reconnect budget for a server that crashed.
+    pub reconnect: Reconnect,
+    /// Cancels the connect itself (the handshake); the connection is torn
+    /// down before the connect returns.
+    pub cancel: CancellationToken,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self {
+            discover_timeout: DEFAULT_DISCOVER_TIMEOUT,
+            initialize_timeout: DEFAULT_INITIALIZE_TIMEOUT,
+            legacy_only: false,
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            queue: DEFAULT_QUEUE,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            close_grace: DEFAULT_CLOSE_GRACE,
+            stderr_tail: DEFAULT_STDERR_TAIL,
+            client_name: "corral".into(),
+            client_version: env!("CARGO_PKG_VERSION").into(),
+            reconnect: Reconnect::default(),
+            cancel: CancellationToken::new(),
+        }
+    }
+}
+
+/// How often, and how soon, a crashed server is started again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reconnect {
+    /// Attempts after a crash before the connection is reported failed
+    /// (until asked again with [`Manager::reconnect`](super::Manager::reconnect)).
+    /// Zero: never reconnect by itself.
+    pub attempts: u32,
+    /// The first backoff; each later one doubles, capped at `max_backoff`,
+    /// and is jittered down by up to half.
+    pub backoff: Duration,
+    /// The cap on one backoff.
+    pub max_backoff: Duration,
+    /// How long a connection must have lived for its crash to start a fresh
+    /// budget. A server that dies right after every handshake keeps spending
+    /// the same budget, so it cannot make the runtime spawn more than
+    /// `attempts` servers.
+    pub stable_after: Duration,
+}
+
+impl Default for Reconnect {
+    fn default() -> Self {
+        Self {
+            attempts: 3,
+            backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(5),
+            stable_after: Duration::from_secs(60),
+        }
+    }
+}
+
+/// How long one call may take, and who may cancel it.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct CallOptions {
+    /// The hard deadline: nothing extends it.
+    pub timeout: Option<Duration>,
+    /// The idle deadline: reset by each progress notification of this call,
+    /// never past [`CallOptions::timeout`]. Setting it asks the server for
+    /// progress (a `progressToken`).
+    pub idle_timeout: Option<Duration>,
+    /// Cancels the call.
+    pub cancel: Option<CancellationToken>,
+}
+
+impl CallOptions {
+    /// A call with a hard deadline.
+    pub fn timeout(timeout: Duration) -> Self {
+        Self {
+            timeout: Some(timeout),
+            ..Self::default()
+        }
+    }
+
+    /// Adds an idle deadline (see [`CallOptions::idle_timeout`]).
+    #[must_use]
+    pub fn idle(mut self, idle: Duration) -> Self {
+        self.idle_timeout = Some(idle);
+        self
+    }
+
+    /// Adds a cancellation token.
+    #[must_use]
+    pub fn cancel_on(mut self, token: CancellationToken) -> Self {
+        self.cancel = Some(token);
+        self
+    }
+}

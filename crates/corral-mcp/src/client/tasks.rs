@@ -1,0 +1,76 @@
+//! The runtime's own tasks, counted while they live. Every task the client
+//! runtime spawns goes through [`spawn`]; the count drops when the task's
+//! future finishes *or is dropped* (aborted, or its runtime shut down), so a
+//! test can assert "no task of the runtime is left" without sleeping.
+
+use std::{
+    future::Future,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
+
+use tokio::task::JoinHandle;
+
+/// Live tasks of every connection in this process.
+static ALL: AtomicUsize = AtomicUsize::new(0);
+
+/// A count of live tasks (one per manager; the process-wide total is
+/// [`live_tasks`]).
+#[derive(Debug, Clone, Default)]
+pub struct TaskCount(Arc<AtomicUsize>);
+
+impl TaskCount {
+    /// Tasks alive now.
+    pub fn live(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Tasks of the client runtime alive now in this process, over every
+/// manager and connection.
+pub fn live_tasks() -> usize {
+    ALL.load(Ordering::SeqCst)
+}
+
+/// One live task: decrements both counts when dropped. A task that must
+/// publish its end only after it stopped counting drops its `Alive` first
+/// (see [`spawn_releasing`]).
+#[derive(Debug)]
+pub(crate) struct Alive(Arc<AtomicUsize>);
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+        ALL.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Spawns `future` on the current runtime, counted in `count`.
+pub(crate) fn spawn<F>(count: &TaskCount, future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    spawn_releasing(count, |alive| async move {
+        let _alive = alive;
+        future.await
+    })
+}
+
+/// Spawns the future `make` builds around its own [`Alive`]: the task
+/// stops counting when it drops it (at the latest when the future is done
+/// or dropped).
+pub(crate) fn spawn_releasing<F>(
+    count: &TaskCount,
+    make: impl FnOnce(Alive) -> F,
+) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    count.0.fetch_add(1, Ordering::SeqCst);
+    ALL.fetch_add(1, Ordering::SeqCst);
+    tokio::spawn(make(Alive(count.0.clone())))
+}
