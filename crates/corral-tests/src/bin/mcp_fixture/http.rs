@@ -56,10 +56,13 @@ fn read_request(stream: &TcpStream) -> io::Result<Request> {
         if reader.read_line(&mut header)? == 0 || header.trim().is_empty() {
             break;
         }
-        if let Some((name, value)) = header.split_once(':') {
-            if name.trim().eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse().map_err(|_| io::Error::other("bad Content-Length"))?;
-            }
+        if let Some((name, value)) = header.split_once(':')
+            && name.trim().eq_ignore_ascii_case("content-length")
+        {
+            length = value
+                .trim()
+                .parse()
+                .map_err(|_| io::Error::other("bad Content-Length"))?;
         }
     }
     let mut body = vec![0; length];
@@ -79,7 +82,10 @@ fn connection(server: &'static Server, mut stream: TcpStream) -> io::Result<()> 
 
 /// An answer without a body.
 fn plain(stream: &mut TcpStream, status: &str) -> io::Result<()> {
-    write!(stream, "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+    write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
     stream.flush()
 }
 
@@ -89,7 +95,8 @@ fn post(server: &'static Server, mut stream: TcpStream, body: &[u8]) -> io::Resu
         return plain(&mut stream, "400 Bad Request");
     };
     let params = msg.get("params").cloned().unwrap_or(Value::Null);
-    let (Some(method), Some(id)) = (msg.get("method").and_then(Value::as_str), msg.get("id")) else {
+    let (Some(method), Some(id)) = (msg.get("method").and_then(Value::as_str), msg.get("id"))
+    else {
         if let Some(method) = msg.get("method").and_then(Value::as_str) {
             server.notification(method, &params);
         }
@@ -106,7 +113,13 @@ fn post(server: &'static Server, mut stream: TcpStream, body: &[u8]) -> io::Resu
          {session}Connection: close\r\n\r\n"
     )?;
     stream.flush()?;
-    let mut sink = Sse { server, stream, id: id.clone(), sent: 0, closed: false };
+    let mut sink = Sse {
+        server,
+        stream,
+        id: id.clone(),
+        sent: 0,
+        closed: false,
+    };
     let handshake = matches!(method, "initialize" | "server/discover");
     if server.opts.garbage && !handshake {
         sink.garbage();
@@ -136,7 +149,12 @@ impl Sse {
         if self.closed {
             return;
         }
-        if self.stream.write_all(text.as_bytes()).and_then(|()| self.stream.flush()).is_err() {
+        if self
+            .stream
+            .write_all(text.as_bytes())
+            .and_then(|()| self.stream.flush())
+            .is_err()
+        {
             self.gone();
         }
     }
@@ -156,7 +174,8 @@ impl Sse {
     fn gone(&mut self) {
         if !self.closed {
             self.closed = true;
-            self.server.note(&format!("stream closed for request {}", self.id));
+            self.server
+                .note(&format!("stream closed for request {}", self.id));
         }
     }
 

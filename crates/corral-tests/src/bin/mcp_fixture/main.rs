@@ -64,7 +64,11 @@ fn run(opts: Options) -> std::io::Result<()> {
         identity::log_spawn(path)?;
     }
     // Before any thread exists: starting the daemon forks.
-    let helpers = if opts.helpers { identity::start_helpers()? } else { Vec::new() };
+    let helpers = if opts.helpers {
+        identity::start_helpers()?
+    } else {
+        Vec::new()
+    };
     if let Some(path) = &opts.pids {
         identity::write_pids(path, &helpers)?;
     }

@@ -129,14 +129,17 @@ impl Server {
     }
 
     fn call(&self, id: &Value, params: &Value, sink: &mut dyn Sink) {
-        if let (Some(hold), Some(_)) = (self.opts.hold, &self.opts.http) {
-            if !self.wait(id, Some(hold), None, sink) {
-                return;
-            }
+        if let (Some(hold), Some(_)) = (self.opts.hold, &self.opts.http)
+            && !self.wait(id, Some(hold), None, sink)
+        {
+            return;
         }
         let args = &params["arguments"];
         let (text, is_error) = match params["name"].as_str().unwrap_or_default() {
-            "echo" => (args["message"].as_str().unwrap_or_default().to_owned(), false),
+            "echo" => (
+                args["message"].as_str().unwrap_or_default().to_owned(),
+                false,
+            ),
             "sleep" => {
                 let secs = args["seconds"].as_f64().unwrap_or(0.0);
                 let total = Duration::try_from_secs_f64(secs).unwrap_or(Duration::ZERO);
@@ -188,16 +191,16 @@ impl Server {
             if now >= end {
                 return total.is_some();
             }
-            if let (Some((token, every)), Some(at)) = (progress, next) {
-                if now >= at {
-                    count += 1;
-                    sink.send(&json!({
-                        "jsonrpc": "2.0",
-                        "method": "notifications/progress",
-                        "params": { "progressToken": token, "progress": count },
-                    }));
-                    next = Some(at + every);
-                }
+            if let (Some((token, every)), Some(at)) = (progress, next)
+                && now >= at
+            {
+                count += 1;
+                sink.send(&json!({
+                    "jsonrpc": "2.0",
+                    "method": "notifications/progress",
+                    "params": { "progressToken": token, "progress": count },
+                }));
+                next = Some(at + every);
             }
             let until = next.map_or(end, |at| at.min(end));
             std::thread::sleep(until.saturating_duration_since(now).min(POLL));

@@ -64,7 +64,11 @@ pub fn double_forked_daemon(secs: &CStr) -> io::Result<i32> {
             match unsafe { libc::fork() } {
                 0 => {
                     drop(child_end);
-                    if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
+                    if let Ok(null) = std::fs::OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .open("/dev/null")
+                    {
                         for fd in 0..3 {
                             // SAFETY: `null` is an open descriptor; 0..3 are the stdio slots.
                             unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), fd) };
