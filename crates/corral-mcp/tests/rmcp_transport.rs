@@ -145,33 +145,36 @@ async fn cancel_ends_the_server_and_all_three_escaped_helpers_and_keeps_the_repo
     );
 }
 
+/// A wrapper (as `npx` or a shell script) that outlives its server: the
+/// leader does not exit when its standard input closes, so only the
+/// terminate after the close grace ends the tree.
+fn lingering_wrapper(pids: &Path) -> corral::Command {
+    corral::Command::new("sh")
+        .args(["-c", "\"$0\" \"$@\"; exec sleep 600"])
+        .arg(python())
+        .arg(peer("fixture_server.py"))
+        .env("CORRAL_MCP_FIXTURE_PIDS", pids)
+        .grace(GRACE)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dropping_a_running_client_ends_a_busy_server_and_its_helpers() {
+async fn dropping_a_running_client_ends_a_lingering_wrapper_its_server_and_helpers() {
     require_peers();
     let scratch = Scratch::new("rmcp-drop");
     let pids = scratch.path("pids.json");
-    // A short close grace: the server is busy and outlives its stdin.
-    let (transport, _stderr) = CorralProcess::builder(fixture(&pids))
+    let (transport, _stderr) = CorralProcess::builder(lingering_wrapper(&pids))
         .close_grace(Duration::from_millis(300))
         .spawn()
         .await
-        .expect("spawning the fixture");
+        .expect("spawning the wrapped fixture");
+    let wrapper = Proc::of(transport.id()).expect("the leader, unreaped");
     let mut report = transport.finished();
     let client = within("the handshake", ().serve(transport))
         .await
         .expect("connecting");
-    let procs = fixture_procs(&pids);
+    let mut procs = fixture_procs(&pids);
+    procs.push(("wrapper", wrapper));
     let _guard = Guard::of(procs.iter().map(|(_, proc)| *proc));
-    echo(&client).await;
-    // A long call in flight keeps the server alive after its stdin closes.
-    let peer = client.peer().clone();
-    let busy = tokio::spawn(async move {
-        let arguments = serde_json::json!({ "seconds": 600 });
-        let params = CallToolRequestParams::new("sleep")
-            .with_arguments(arguments.as_object().cloned().expect("an object"));
-        peer.call_tool(params).await
-    });
-    // The echo after it is answered only once the server has read the sleep.
     echo(&client).await;
 
     drop(client);
@@ -185,8 +188,11 @@ async fn dropping_a_running_client_ends_a_busy_server_and_its_helpers() {
     let finished = within("the report", report.wait())
         .await
         .expect("rmcp closes the transport of a dropped client");
-    assert!(finished.report.survivors.is_empty());
-    busy.abort();
+    assert!(
+        finished.report.survivors.is_empty(),
+        "survivors: {:?}",
+        finished.report.survivors
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
