@@ -1,4 +1,4 @@
-//! An [`rmcp`](::rmcp) transport whose MCP server runs as a corral-owned
+//! An [`rmcp`] transport whose MCP server runs as a corral-owned
 //! process tree: the swap for rmcp's `TokioChildProcess`.
 //!
 //! rmcp's `TokioChildProcess` closes the server's standard input, waits, and
