@@ -37,6 +37,8 @@
 //!   limit on their notes.
 //! - `wrap`: the server process, the relay's end, the shutdown; `stdio`:
 //!   the relay process's own standard streams.
+//! - [`client::rmcp`]: an `rmcp` transport whose server is an owned tree
+//!   (the swap for rmcp's `TokioChildProcess`).
 //! - [`ending`](Ending): what ended the relay and what it did ([`WrapExit`]),
 //!   plain data at the bottom of the crate.
 

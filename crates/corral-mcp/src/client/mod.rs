@@ -17,6 +17,8 @@
 //! - `handshake`: `server/discover` with fallback to `initialize`.
 //! - `connection`: the supervisor and the teardown; `manager`: names and
 //!   reconnects; `tasks`: the count of live tasks.
+//! - [`rmcp`]: an `rmcp` transport whose server is a corral-owned tree, for
+//!   users of the `rmcp` client.
 
 mod connection;
 mod core;
@@ -26,6 +28,7 @@ mod lines;
 mod manager;
 mod options;
 mod outcome;
+pub mod rmcp;
 mod tasks;
 
 pub use connection::{Connection, RequestId, Teardown};
