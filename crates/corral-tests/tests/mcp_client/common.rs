@@ -1,0 +1,136 @@
+//! What the client runtime's tests share: the fixture server as a corral
+//! command, the identities it records, and the postcondition of a teardown
+//! (the runtime's tasks back at their baseline, every process of the
+//! server's tree gone, by identity).
+
+use std::{path::PathBuf, time::Duration};
+
+use corral_mcp::client::{ConnectOptions, live_tasks};
+use corral_tests::{Guard, Proc, Scratch};
+use serde_json::Value;
+
+/// How long a tree may take to be gone after a teardown returned (it is
+/// gone when the teardown returns; this bounds a wrong answer).
+pub const GONE: Duration = Duration::from_secs(10);
+
+/// The fixture binary.
+pub fn fixture() -> PathBuf {
+    corral_tests::bin_path!("mcp-fixture")
+}
+
+/// A scratch directory and the files the fixture writes there.
+pub struct Files {
+    pub dir: Scratch,
+}
+
+impl Files {
+    pub fn new(name: &str) -> Self {
+        Self {
+            dir: Scratch::new(name),
+        }
+    }
+
+    pub fn pids(&self) -> PathBuf {
+        self.dir.path("pids.json")
+    }
+
+    pub fn log(&self) -> PathBuf {
+        self.dir.path("log.jsonl")
+    }
+
+    pub fn spawns(&self) -> PathBuf {
+        self.dir.path("spawns")
+    }
+
+    /// The fixture with `--pids`, `--log` and `--spawn-log` into this
+    /// directory, and `args`.
+    pub fn command(&self, args: &[&str]) -> corral::Command {
+        corral::Command::new(fixture())
+            .arg("--pids")
+            .arg(self.pids())
+            .arg("--log")
+            .arg(self.log())
+            .arg("--spawn-log")
+            .arg(self.spawns())
+            .args(args)
+            .grace(Duration::from_millis(500))
+            .final_bound(Duration::from_secs(2))
+    }
+
+    /// The server and its helpers, once the pids file exists (the fixture
+    /// writes it before it reads its first line).
+    pub fn tree(&self) -> Vec<Proc> {
+        assert!(
+            corral_tests::wait_until(Duration::from_secs(10), || self.pids().exists()),
+            "the fixture wrote no pids file"
+        );
+        let text = std::fs::read_to_string(self.pids()).expect("reading the pids file");
+        let json: Value = serde_json::from_str(&text).expect("the pids file is JSON");
+        let proc_of = |value: &Value| Proc {
+            pid: i32::try_from(value["pid"].as_i64().expect("pid")).expect("a pid"),
+            start_time: value["start_time"].as_u64().expect("start_time"),
+        };
+        let mut procs = vec![proc_of(&json["server"])];
+        procs.extend(
+            json["helpers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(proc_of),
+        );
+        procs
+    }
+
+    /// Servers started so far (one line each in the spawn log).
+    pub fn spawn_count(&self) -> usize {
+        std::fs::read_to_string(self.spawns()).map_or(0, |text| text.lines().count())
+    }
+
+    /// The frames the fixture received, as JSON.
+    pub fn received(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.log())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+}
+
+/// Guards `procs` (killed by identity if the test fails) and asserts none
+/// of them runs now: the teardown returned, so the tree must be gone.
+pub fn assert_gone_now(procs: &[Proc]) {
+    let alive: Vec<&Proc> = procs.iter().filter(|p| p.is_alive()).collect();
+    let _guard = Guard::of(procs.iter().copied());
+    assert!(
+        alive.is_empty(),
+        "still running after the teardown returned: {alive:?}"
+    );
+}
+
+/// Asserts the processes are gone within [`GONE`] (for paths where nothing
+/// returns at the end of the teardown: a dropped handle).
+pub async fn assert_gone_soon(procs: &[Proc]) {
+    let _guard = Guard::of(procs.iter().copied());
+    let gone = corral_tests::wait_until_async(GONE, || procs.iter().all(|p| !p.is_alive())).await;
+    let alive: Vec<&Proc> = procs.iter().filter(|p| p.is_alive()).collect();
+    assert!(
+        gone,
+        "still running {GONE:?} after the connection was dropped: {alive:?}"
+    );
+}
+
+/// Short deadlines so failure paths end quickly.
+pub fn quick() -> ConnectOptions {
+    let mut options = ConnectOptions::default();
+    options.discover_timeout = Duration::from_secs(5);
+    options.initialize_timeout = Duration::from_secs(10);
+    options.close_grace = Duration::from_millis(300);
+    options
+}
+
+/// The runtime's live tasks in this test process (each test binary runs one
+/// test per process under nextest; under `cargo test` threads share it, so
+/// the tests compare against a per-manager count where they can).
+pub fn tasks() -> usize {
+    live_tasks()
+}

@@ -1,0 +1,7 @@
+//! The MCP client runtime (`corral_mcp::client`) against the `mcp-fixture`
+//! servers: every path that ends a connection reaches the one teardown
+//! (tests named `teardown_*`), calls end with an honest outcome, the read
+//! loop survives every malformed frame, reconnects are bounded.
+
+mod common;
+mod teardown;
