@@ -87,6 +87,12 @@ impl Manager {
         self.tasks.live()
     }
 
+    /// The count behind [`Manager::live_tasks`], which outlives the manager
+    /// (to see its connections' tasks finish after it was dropped).
+    pub fn task_count(&self) -> TaskCount {
+        self.tasks.clone()
+    }
+
     /// Names with a live connection now.
     pub fn connected(&self) -> Vec<String> {
         let slots = lock(&self.inner.slots);
@@ -289,17 +295,23 @@ impl Manager {
                 let _ = lock_.lock().await;
                 continue;
             };
-            let (spent, why) = match &lock(&self.inner.slots).get(name).map(|slot| &slot.state) {
-                Some(State::Crashed { spent, why }) => (*spent, why.to_string()),
+            // Read the state without holding the lock across an await.
+            let state = match lock(&self.inner.slots).get(name).map(|slot| &slot.state) {
+                Some(State::Crashed { spent, why }) => Ok((*spent, why.to_string())),
+                Some(State::Live(connection, ..)) => Err(Some(connection.clone())),
+                _ => Err(None),
+            };
+            let (spent, why) = match state {
+                Ok(state) => state,
                 // The live connection is ending: wait for its teardown to
                 // mark it crashed.
-                Some(State::Live(connection, ..)) => {
-                    let connection = connection.clone();
+                Err(Some(connection)) => {
                     drop(_flight);
                     connection.closed().await;
+                    self.crashed_if_current(name, &connection);
                     continue;
                 }
-                _ => continue,
+                Err(None) => continue,
             };
             return self
                 .reconnect_from(name, &server, options, spent, why)
@@ -410,15 +422,32 @@ impl Manager {
         spent: u32,
     ) -> bool {
         let mut slots = lock(&self.inner.slots);
+        let shut = self.inner.shut.load(std::sync::atomic::Ordering::SeqCst);
         match slots.get_mut(name) {
-            Some(slot)
-                if slot.generation == generation
-                    && !self.inner.shut.load(std::sync::atomic::Ordering::SeqCst) =>
-            {
-                slot.state = State::Live(connection.clone(), Instant::now(), spent);
+            Some(slot) if slot.generation == generation && !shut => {
+                slot.state = match connection.ended() {
+                    // It died between its handshake and now: its teardown
+                    // found the slot not live yet, so it is crashed here.
+                    Some(why) => State::Crashed { spent, why },
+                    None => State::Live(connection.clone(), Instant::now(), spent),
+                };
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Marks `name` crashed if `connection` (which ended) is still its live
+    /// one, so no caller can spin on an ended connection.
+    fn crashed_if_current(&self, name: &str, connection: &Arc<Connection>) {
+        if let Some(slot) = lock(&self.inner.slots).get_mut(name)
+            && let State::Live(live, _, spent) = &slot.state
+            && Arc::ptr_eq(live, connection)
+        {
+            slot.state = State::Crashed {
+                spent: *spent,
+                why: connection.ended().unwrap_or(Ended::Dropped),
+            };
         }
     }
 

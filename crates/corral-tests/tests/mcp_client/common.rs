@@ -83,7 +83,22 @@ impl Files {
 
     /// Servers started so far (one line each in the spawn log).
     pub fn spawn_count(&self) -> usize {
-        std::fs::read_to_string(self.spawns()).map_or(0, |text| text.lines().count())
+        self.spawned().len()
+    }
+
+    /// Every server started so far, by identity.
+    pub fn spawned(&self) -> Vec<Proc> {
+        std::fs::read_to_string(self.spawns())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| {
+                let (pid, start) = line.trim().split_once(' ')?;
+                Some(Proc {
+                    pid: pid.parse().ok()?,
+                    start_time: start.parse().ok()?,
+                })
+            })
+            .collect()
     }
 
     /// The frames the fixture received, as JSON.
@@ -128,9 +143,24 @@ pub fn quick() -> ConnectOptions {
     options
 }
 
-/// The runtime's live tasks in this test process (each test binary runs one
-/// test per process under nextest; under `cargo test` threads share it, so
-/// the tests compare against a per-manager count where they can).
+/// The runtime's live tasks in this whole test process (nextest runs each
+/// test in a process of its own).
 pub fn tasks() -> usize {
     live_tasks()
+}
+
+/// `{"message": text}` as tool arguments.
+pub fn message(text: &str) -> Option<serde_json::Map<String, Value>> {
+    Some(serde_json::Map::from_iter([(
+        "message".to_owned(),
+        Value::from(text),
+    )]))
+}
+
+/// `{"seconds": secs}` as tool arguments.
+pub fn seconds(secs: f64) -> Option<serde_json::Map<String, Value>> {
+    Some(serde_json::Map::from_iter([(
+        "seconds".to_owned(),
+        Value::from(secs),
+    )]))
 }

@@ -3,5 +3,9 @@
 //! (tests named `teardown_*`), calls end with an honest outcome, the read
 //! loop survives every malformed frame, reconnects are bounded.
 
+mod calls;
 mod common;
+mod handshake;
+mod readloop;
+mod reconnect;
 mod teardown;

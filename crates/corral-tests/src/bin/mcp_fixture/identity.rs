@@ -22,10 +22,13 @@ pub struct Helper {
     pub proc: Proc,
 }
 
-/// Appends `PID\n` to `path` in one `O_APPEND` write.
+/// Appends `PID START_TIME\n` (this process's identity) to `path` in one
+/// `O_APPEND` write.
 pub fn log_spawn(path: &Path) -> io::Result<()> {
+    let me = Proc::of(std::process::id().cast_signed())
+        .ok_or_else(|| io::Error::other("cannot read this process's /proc/self/stat"))?;
     let mut file = OpenOptions::new().create(true).append(true).open(path)?;
-    file.write_all(format!("{}\n", std::process::id()).as_bytes())
+    file.write_all(format!("{} {}\n", me.pid, me.start_time).as_bytes())
 }
 
 /// Starts the three helpers that escape a naive kill of the server. Call it

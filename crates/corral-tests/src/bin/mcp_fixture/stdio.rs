@@ -61,11 +61,30 @@ pub fn serve(server: &'static Server) {
         }
         server.log_received(&line);
         handle_line(server, &line);
+        if server.opts.close_stdin_after_handshake && is_handshake(&line) {
+            // Not reading now, so closing fd 0 closes the pipe's last read
+            // end: the client's next write fails.
+            drop(stdin);
+            crate::sys::close_stdin();
+            eprintln!("fixture: closed stdin after the handshake");
+            std::thread::sleep(SAFETY_NET);
+            return;
+        }
     }
     if server.opts.stubborn {
         eprintln!("fixture: end of stdin ignored (--stubborn)");
         std::thread::sleep(SAFETY_NET.saturating_add(Duration::from_secs(1)));
     }
+}
+
+/// Whether `line` is a handshake request.
+fn is_handshake(line: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(line).is_ok_and(|msg| {
+        matches!(
+            msg["method"].as_str(),
+            Some("initialize" | "server/discover")
+        )
+    })
 }
 
 fn handle_line(server: &'static Server, line: &[u8]) {

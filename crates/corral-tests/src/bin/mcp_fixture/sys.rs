@@ -100,3 +100,10 @@ pub fn double_forked_daemon(secs: &CStr) -> io::Result<i32> {
         }
     }
 }
+
+/// Closes standard input (fd 0).
+pub fn close_stdin() {
+    // SAFETY: closing fd 0, which no Rust object of this program owns any
+    // more (the caller dropped its lock on stdin and never reads it again).
+    unsafe { libc::close(0) };
+}
