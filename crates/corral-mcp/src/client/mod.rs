@@ -29,6 +29,7 @@ mod manager;
 mod options;
 mod outcome;
 pub mod rmcp;
+mod sse;
 mod tasks;
 
 pub use connection::{Connection, RequestId, Teardown};
