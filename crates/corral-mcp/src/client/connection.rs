@@ -548,9 +548,11 @@ async fn supervise(
             let error = match why {
                 Ended::ConnectCancelled => ConnectError::Cancelled,
                 // A server that cannot be reached says so, not its handshake.
-                Ended::Handshake(why) => match parts.http.as_ref().and_then(|endpoint| {
-                    Some((endpoint.url().to_owned(), endpoint.failure()?))
-                }) {
+                Ended::Handshake(why) => match parts
+                    .http
+                    .as_ref()
+                    .and_then(|endpoint| Some((endpoint.url().to_owned(), endpoint.failure()?)))
+                {
                     Some((url, failure)) => ConnectError::Http { url, why: failure },
                     None => ConnectError::Handshake { why, stderr },
                 },

@@ -39,8 +39,8 @@ pub use core::ReadStats;
 pub use handshake::{Era, LEGACY, MODERN, PeerInfo};
 pub use manager::{Manager, Server};
 pub use options::{
-    CallOptions, ConnectOptions, DEFAULT_CLOSE_GRACE, DEFAULT_DISCOVER_TIMEOUT,
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT,
+    CallOptions, ConnectOptions, DEFAULT_CLOSE_GRACE, DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_DISCOVER_TIMEOUT, DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_POOL_IDLE_TIMEOUT, DEFAULT_QUEUE, DEFAULT_STDERR_TAIL, HttpOptions, Reconnect,
 };
 pub use outcome::{CallError, ConnectError, Ended};

@@ -4,4 +4,5 @@
 //! loop survives every malformed frame, reconnects are bounded.
 
 mod common;
+mod http;
 mod teardown;

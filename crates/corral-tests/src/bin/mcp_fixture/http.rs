@@ -74,7 +74,10 @@ fn connection(server: &'static Server, mut stream: TcpStream) -> io::Result<()> 
     let request = read_request(&stream)?;
     match (request.method.as_str(), request.path.as_str()) {
         ("POST", "/mcp") => post(server, stream, &request.body),
-        ("DELETE", "/mcp") => plain(&mut stream, "200 OK"),
+        ("DELETE", "/mcp") => {
+            server.note("session deleted");
+            plain(&mut stream, "200 OK")
+        }
         ("GET", "/mcp") => plain(&mut stream, "405 Method Not Allowed"),
         _ => plain(&mut stream, "400 Bad Request"),
     }
