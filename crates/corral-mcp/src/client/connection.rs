@@ -680,13 +680,13 @@ async fn teardown(parts: &mut Parts, why: Ended, options: &ConnectOptions) -> Te
     if let Some(writer) = parts.writer.take() {
         let _ = writer.await;
     }
-    // HTTP: end the session, then close every open answer (the reader's
-    // exchanges are dropped with it).
+    // HTTP: end the session, then close every open answer (aborting the
+    // reader drops its exchanges).
     if let Some(endpoint) = parts.http.as_ref() {
         endpoint.end_session(&parts.core, options.close_grace).await;
-        if let Some(reader) = parts.reader.take() {
-            reader.abort();
-            let _ = reader.await;
+        if let Some(exchanges) = parts.reader.take() {
+            exchanges.abort();
+            let _ = exchanges.await;
         }
     }
     // Wait for the server to exit, then end whatever is left of its tree.
