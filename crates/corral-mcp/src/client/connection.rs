@@ -455,6 +455,7 @@ impl Parts {
 }
 
 /// The connection's whole life, in its supervisor task.
+#[allow(clippy::too_many_arguments)]
 async fn supervise(
     launch: Launch,
     options: ConnectOptions,
@@ -482,17 +483,19 @@ async fn supervise(
                 .await;
             match spawned {
                 Ok(child) => match piped(child) {
-                    Ok(parts) => Link::Stdio(parts),
+                    Ok(parts) => Link::Stdio(Box::new(parts)),
                     Err(error) => return fail(reply, done, error),
                 },
                 Err(error) => return fail(reply, done, ConnectError::Spawn(error)),
             }
         }
         Launch::Adopt(child) => match piped(child) {
-            Ok(parts) => Link::Stdio(parts),
+            Ok(parts) => Link::Stdio(Box::new(parts)),
             Err(error) => return fail(reply, done, error),
         },
-        Launch::Streams { input, output } => Link::Stdio((input, output, None, None, None)),
+        Launch::Streams { input, output } => {
+            Link::Stdio(Box::new((input, output, None, None, None)))
+        }
         Launch::Http { url, options: http } => match Endpoint::new(&url, &http) {
             Ok(endpoint) => Link::Http(Arc::new(endpoint)),
             Err(error) => return fail(reply, done, error),
@@ -500,7 +503,8 @@ async fn supervise(
     };
     let stop_writer = CancellationToken::new();
     let (writer, reader, tree, pid, http) = match link {
-        Link::Stdio((input, output, stderr, tree, pid)) => {
+        Link::Stdio(wire) => {
+            let (input, output, stderr, tree, pid) = *wire;
             let writer = tasks::spawn(
                 &tasks,
                 lines::write(core.clone(), queue, output, stop_writer.clone()),
@@ -625,7 +629,7 @@ fn fail(reply: oneshot::Sender<Result<Connected, ConnectError>>, done: Done, err
 
 /// A server's wire, before its tasks start.
 enum Link {
-    Stdio(Wire),
+    Stdio(Box<Wire>),
     Http(Arc<Endpoint>),
 }
 

@@ -296,17 +296,23 @@ impl Manager {
                 let _ = lock_.lock().await;
                 continue;
             };
-            let (spent, why) = match &lock(&self.inner.slots).get(name).map(|slot| &slot.state) {
-                Some(State::Crashed { spent, why }) => (*spent, why.to_string()),
+            // Read under the lock, which is released before any await (the
+            // teardown's hook takes it to mark the connection crashed).
+            let state = match &lock(&self.inner.slots).get(name).map(|slot| &slot.state) {
+                Some(State::Crashed { spent, why }) => Ok((*spent, why.to_string())),
+                Some(State::Live(connection, ..)) => Err(Some(connection.clone())),
+                _ => Err(None),
+            };
+            let (spent, why) = match state {
+                Ok(crashed) => crashed,
                 // The live connection is ending: wait for its teardown to
                 // mark it crashed.
-                Some(State::Live(connection, ..)) => {
-                    let connection = connection.clone();
+                Err(Some(connection)) => {
                     drop(_flight);
                     connection.closed().await;
                     continue;
                 }
-                _ => continue,
+                Err(None) => continue,
             };
             return self
                 .reconnect_from(name, &server, options, spent, why)

@@ -280,7 +280,8 @@ async fn a_deadline_closes_the_held_stream_and_sends_cancelled() {
     let cancelled = log(&files).lines().any(|line| {
         serde_json::from_str::<Value>(line).is_ok_and(|frame| {
             frame["method"] == "notifications/cancelled"
-                && frame["params"]["requestId"].to_string() == request_id.to_string()
+                && serde_json::to_value(request_id)
+                    .is_ok_and(|id| frame["params"]["requestId"] == id)
         })
     });
     assert!(cancelled, "no notifications/cancelled: {}", log(&files));

@@ -3,6 +3,8 @@
 //! (tests named `teardown_*`), calls end with an honest outcome, the read
 //! loop survives every malformed frame, reconnects are bounded.
 
+// Shared by every test file; not every file uses every helper.
+#[allow(dead_code)]
 mod common;
 mod http;
 mod teardown;
