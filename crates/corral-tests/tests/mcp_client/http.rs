@@ -33,6 +33,8 @@ fn serve(files: &Files, args: &[&str]) -> Served {
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
+        // Its notes go to the log too.
+        .stderr(Stdio::null())
         .spawn()
         .expect("spawning mcp-fixture --http");
     let stdout = child.stdout.take().expect("piped stdout");
@@ -311,4 +313,83 @@ async fn malformed_events_are_dropped_and_the_call_still_answers() {
     assert!(stats.dropped() > 0, "{stats:?}");
     assert!(stats.too_long > 0, "the over-long event: {stats:?}");
     connection.close().await.expect("torn down");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_carry_the_session_the_version_and_the_callers_headers() {
+    let files = Files::new("http-headers");
+    // Legacy: `initialize` gives a session id.
+    let served = serve(&files, &["--legacy"]);
+    let http = HttpOptions::default().header("Authorization", "Bearer t0ken");
+    let connection = Connection::http(&served.url, http, quick())
+        .await
+        .expect("connected");
+    connection
+        .list_tools(&CallOptions::timeout(Duration::from_secs(10)))
+        .await
+        .expect("tools/list");
+    connection.close().await.expect("torn down");
+    let log = log(&files);
+    let notes: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains(" headers:"))
+        .collect();
+    // Before the handshake: no session and no version yet.
+    assert_eq!(
+        notes.first().copied(),
+        Some("fixture: POST headers: authorization=Bearer t0ken"),
+        "{log}"
+    );
+    let after = "authorization=Bearer t0ken mcp-protocol-version=2025-11-25 \
+                 mcp-session-id=fixture-session";
+    assert!(
+        notes.contains(&format!("fixture: POST headers: {after}").as_str()),
+        "{log}"
+    );
+    assert!(
+        notes.contains(&format!("fixture: DELETE headers: {after}").as_str()),
+        "{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_answer_does_not_hold_back_other_requests() {
+    let files = Files::new("http-concurrent");
+    let served = serve(&files, &["--hold-ms", "5000"]);
+    let connection = std::sync::Arc::new(
+        Connection::http(&served.url, HttpOptions::default(), quick())
+            .await
+            .expect("connected"),
+    );
+    let held = tokio::spawn({
+        let connection = connection.clone();
+        async move {
+            connection
+                .call_tool(
+                    "echo",
+                    message("held"),
+                    &CallOptions::timeout(Duration::from_secs(20)),
+                )
+                .await
+        }
+    });
+    assert!(
+        corral_tests::wait_until_async(Duration::from_secs(10), || log(&files)
+            .contains("tools/call"))
+        .await,
+        "the fixture got no tools/call: {}",
+        log(&files)
+    );
+    let started = Instant::now();
+    connection
+        .list_tools(&CallOptions::timeout(Duration::from_secs(3)))
+        .await
+        .expect("tools/list answered while tools/call is held");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    connection.close().await.expect("torn down");
+    let outcome = held.await.expect("the call's task");
+    assert!(
+        matches!(outcome, Err(CallError::OutcomeUnknown { .. })),
+        "{outcome:?}"
+    );
 }
