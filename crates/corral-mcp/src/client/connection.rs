@@ -16,7 +16,9 @@
 //! outbound queue dropped, every waiting call answered (not sent, or outcome
 //! unknown), the server's whole tree gone (stdin closed, `close_grace`, then
 //! corral's policy: `SIGTERM`, grace, `SIGKILL`, final bound), and the
-//! connection removed from its manager.
+//! connection removed from its manager. Over HTTP there is no tree: the
+//! teardown ends the session (`DELETE`, within `close_grace`) and closes
+//! every open answer.
 
 use std::{
     future::Future,

@@ -2,9 +2,10 @@
 //! an answer.
 //!
 //! - [`Connection`]: one server, over stdio (spawned and owned by corral as a
-//!   whole tree, or adopted), bare streams, or streamable HTTP. One bounded outbound queue
-//!   drained by one writer task, one reader task, and a supervisor task that
-//!   runs the handshake and the one teardown.
+//!   whole tree, or adopted), bare streams, or streamable HTTP
+//!   ([`Connection::http`]). One bounded outbound queue drained by one
+//!   writer task, one reader task, and a supervisor task that runs the
+//!   handshake and the one teardown.
 //! - [`Manager`]: named connections, disconnect, shutdown, and a bounded,
 //!   single-flight reconnect for a server that crashed.
 //! - [`CallError`]: the honest outcome of a call (not sent, or outcome

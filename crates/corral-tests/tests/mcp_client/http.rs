@@ -393,3 +393,32 @@ async fn a_held_answer_does_not_hold_back_other_requests() {
         "{outcome:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unusable_url_or_header_is_refused_before_anything_starts() {
+    let manager = Manager::new();
+    for (url, header, expected) in [
+        ("not a url", "x-fine", "not a URL"),
+        ("https://127.0.0.1:1/mcp", "x-fine", "no TLS"),
+        (
+            "http://127.0.0.1:1/mcp",
+            "bad header",
+            "not a valid header name",
+        ),
+    ] {
+        let server = Server::Http {
+            url: url.into(),
+            options: HttpOptions::default().header(header, "1"),
+        };
+        let error = manager
+            .connect("fx", server, quick())
+            .await
+            .expect_err("refused");
+        let ConnectError::Http { why, .. } = &error else {
+            panic!("not an HTTP error: {error:?}");
+        };
+        assert!(why.contains(expected), "{url}: {why}");
+        assert_eq!(manager.live_tasks(), 0);
+        assert!(!manager.contains("fx"));
+    }
+}
