@@ -16,7 +16,9 @@
 //! outbound queue dropped, every waiting call answered (not sent, or outcome
 //! unknown), the server's whole tree gone (stdin closed, `close_grace`, then
 //! corral's policy: `SIGTERM`, grace, `SIGKILL`, final bound), and the
-//! connection removed from its manager.
+//! connection removed from its manager. Over HTTP there is no tree: the
+//! teardown ends the session (`DELETE`, within `close_grace`) and closes
+//! every open answer.
 
 use std::{
     future::Future,
@@ -39,8 +41,9 @@ use tokio_util::sync::CancellationToken;
 use super::{
     core::{Core, ReadStats, lock},
     handshake::{PeerInfo, handshake},
+    http::{self, Endpoint},
     lines::{self, ReaderEnd, WriterEnd},
-    options::{CallOptions, ConnectOptions},
+    options::{CallOptions, ConnectOptions, HttpOptions},
     outcome::{CallError, ConnectError, Ended},
     tasks::{self, Alive, TaskCount},
 };
@@ -77,6 +80,8 @@ pub(crate) enum Launch {
         input: Box<dyn AsyncRead + Send + Unpin>,
         output: Box<dyn AsyncWrite + Send + Unpin>,
     },
+    /// A streamable HTTP endpoint; no process to end.
+    Http { url: String, options: HttpOptions },
 }
 
 /// Called once the teardown finished, before it is published (the manager
@@ -184,6 +189,30 @@ impl Connection {
         let launch = Launch::Streams {
             input: Box::new(input),
             output: Box::new(output),
+        };
+        open(launch, options, &TaskCount::default(), None).await
+    }
+
+    /// Connects to a streamable HTTP endpoint (`http://` only: no TLS in
+    /// this build). The teardown ends the session (`DELETE`, within
+    /// `close_grace`) and closes every open answer.
+    ///
+    /// # Errors
+    /// [`ConnectError::Http`] for a URL or header that cannot be used, or a
+    /// server that cannot be reached; [`ConnectError::Handshake`] for a
+    /// server that refuses the handshake. Every task is gone when it is
+    /// returned.
+    ///
+    /// # Cancel safety
+    /// As [`Connection::spawn`].
+    pub async fn http(
+        url: &str,
+        http: HttpOptions,
+        options: ConnectOptions,
+    ) -> Result<Self, ConnectError> {
+        let launch = Launch::Http {
+            url: url.to_owned(),
+            options: http,
         };
         open(launch, options, &TaskCount::default(), None).await
     }
@@ -363,6 +392,8 @@ struct Parts {
     reader: Option<JoinHandle<ReaderEnd>>,
     tree: Option<Tree>,
     supervise_failed: Option<String>,
+    /// The HTTP endpoint, whose session the teardown ends.
+    http: Option<Arc<Endpoint>>,
 }
 
 impl Parts {
@@ -426,6 +457,7 @@ impl Parts {
 }
 
 /// The connection's whole life, in its supervisor task.
+#[allow(clippy::too_many_arguments)]
 async fn supervise(
     launch: Launch,
     options: ConnectOptions,
@@ -443,13 +475,7 @@ async fn supervise(
         alive,
     };
     let (core, queue) = Core::new(options.queue, options.max_in_flight, options.stderr_tail);
-    let (input, output, stderr, tree, pid): (
-        Box<dyn AsyncRead + Send + Unpin>,
-        Box<dyn AsyncWrite + Send + Unpin>,
-        Option<Box<dyn AsyncRead + Send + Unpin>>,
-        Option<Tree>,
-        Option<i32>,
-    ) = match launch {
+    let link = match launch {
         Launch::Spawn(command) => {
             let spawned = command
                 .stdin(Input::Piped)
@@ -459,27 +485,50 @@ async fn supervise(
                 .await;
             match spawned {
                 Ok(child) => match piped(child) {
-                    Ok(parts) => parts,
+                    Ok(parts) => Link::Stdio(Box::new(parts)),
                     Err(error) => return fail(reply, done, error),
                 },
                 Err(error) => return fail(reply, done, ConnectError::Spawn(error)),
             }
         }
         Launch::Adopt(child) => match piped(child) {
-            Ok(parts) => parts,
+            Ok(parts) => Link::Stdio(Box::new(parts)),
             Err(error) => return fail(reply, done, error),
         },
-        Launch::Streams { input, output } => (input, output, None, None, None),
+        Launch::Streams { input, output } => {
+            Link::Stdio(Box::new((input, output, None, None, None)))
+        }
+        Launch::Http { url, options: http } => match Endpoint::new(&url, &http) {
+            Ok(endpoint) => Link::Http(Arc::new(endpoint)),
+            Err(error) => return fail(reply, done, error),
+        },
     };
     let stop_writer = CancellationToken::new();
-    let writer = tasks::spawn(
-        &tasks,
-        lines::write(core.clone(), queue, output, stop_writer.clone()),
-    );
-    let reader = tasks::spawn(
-        &tasks,
-        lines::read(core.clone(), input, stderr, options.max_frame_bytes),
-    );
+    let (writer, reader, tree, pid, http) = match link {
+        Link::Stdio(wire) => {
+            let (input, output, stderr, tree, pid) = *wire;
+            let writer = tasks::spawn(
+                &tasks,
+                lines::write(core.clone(), queue, output, stop_writer.clone()),
+            );
+            let reader = tasks::spawn(
+                &tasks,
+                lines::read(core.clone(), input, stderr, options.max_frame_bytes),
+            );
+            (writer, reader, tree, pid, None)
+        }
+        Link::Http(endpoint) => {
+            let started = http::start(
+                &tasks,
+                &core,
+                queue,
+                endpoint.clone(),
+                stop_writer.clone(),
+                options.max_frame_bytes,
+            );
+            (started.writer, started.reader, None, None, Some(endpoint))
+        }
+    };
     let mut parts = Parts {
         core: core.clone(),
         stop_writer,
@@ -487,6 +536,7 @@ async fn supervise(
         reader: Some(reader),
         tree,
         supervise_failed: None,
+        http,
     };
 
     // The handshake, against everything that may end it first.
@@ -503,7 +553,15 @@ async fn supervise(
             let stderr = lock(&core.stderr).text();
             let error = match why {
                 Ended::ConnectCancelled => ConnectError::Cancelled,
-                Ended::Handshake(why) => ConnectError::Handshake { why, stderr },
+                // A server that cannot be reached says so, not its handshake.
+                Ended::Handshake(why) => match parts
+                    .http
+                    .as_ref()
+                    .and_then(|endpoint| Some((endpoint.url().to_owned(), endpoint.failure()?)))
+                {
+                    Some((url, failure)) => ConnectError::Http { url, why: failure },
+                    None => ConnectError::Handshake { why, stderr },
+                },
                 other => ConnectError::Handshake {
                     why: other.to_string(),
                     stderr,
@@ -571,6 +629,12 @@ fn fail(reply: oneshot::Sender<Result<Connected, ConnectError>>, done: Done, err
     let _ = reply.send(Err(error));
 }
 
+/// A server's wire, before its tasks start.
+enum Link {
+    Stdio(Box<Wire>),
+    Http(Arc<Endpoint>),
+}
+
 type Wire = (
     Box<dyn AsyncRead + Send + Unpin>,
     Box<dyn AsyncWrite + Send + Unpin>,
@@ -621,6 +685,15 @@ async fn teardown(parts: &mut Parts, why: Ended, options: &ConnectOptions) -> Te
     parts.stop_writer.cancel();
     if let Some(writer) = parts.writer.take() {
         let _ = writer.await;
+    }
+    // HTTP: end the session, then close every open answer (aborting the
+    // reader drops its exchanges).
+    if let Some(endpoint) = parts.http.as_ref() {
+        endpoint.end_session(&parts.core, options.close_grace).await;
+        if let Some(exchanges) = parts.reader.take() {
+            exchanges.abort();
+            let _ = exchanges.await;
+        }
     }
     // Wait for the server to exit, then end whatever is left of its tree.
     if let Some(tree) = parts.tree.as_mut()

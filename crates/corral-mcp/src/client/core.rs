@@ -89,6 +89,10 @@ pub struct ReadStats {
     /// Answers to server requests dropped because the outbound queue was
     /// full.
     pub answers_dropped: u64,
+    /// Messages other than requests (notifications, answers to the
+    /// server) that HTTP could not deliver or the server refused with an
+    /// HTTP status (a request's own failure goes to its call).
+    pub http_errors: u64,
 }
 
 impl ReadStats {
@@ -117,6 +121,7 @@ pub(crate) struct Counters {
     pub unknown_id: AtomicU64,
     pub server_requests: AtomicU64,
     pub answers_dropped: AtomicU64,
+    pub http_errors: AtomicU64,
 }
 
 pub(crate) fn bump(counter: &AtomicU64) {
@@ -171,6 +176,9 @@ pub(crate) struct Core {
     /// `_meta` every request carries (2026-07-28: protocol version, client
     /// info and capabilities).
     meta: Mutex<Option<Map<String, Value>>>,
+    /// The protocol version the handshake settled on (the HTTP transport
+    /// sends it as `MCP-Protocol-Version`).
+    protocol_version: Mutex<Option<String>>,
     pub counters: Counters,
     pub stderr: Mutex<Tail>,
 }
@@ -197,6 +205,7 @@ impl Core {
             wake_writer: Notify::new(),
             closed: Mutex::new(None),
             meta: Mutex::new(None),
+            protocol_version: Mutex::new(None),
             counters: Counters::default(),
             stderr: Mutex::new(Tail::new(stderr_tail)),
         };
@@ -217,11 +226,21 @@ impl Core {
             unknown_id: get(&c.unknown_id),
             server_requests: get(&c.server_requests),
             answers_dropped: get(&c.answers_dropped),
+            http_errors: get(&c.http_errors),
         }
     }
 
     pub(crate) fn set_meta(&self, meta: Map<String, Value>) {
         *lock(&self.meta) = Some(meta);
+    }
+
+    /// Handshake: the protocol version in use from now on.
+    pub(crate) fn set_protocol_version(&self, version: &str) {
+        *lock(&self.protocol_version) = Some(version.to_owned());
+    }
+
+    pub(crate) fn protocol_version(&self) -> Option<String> {
+        lock(&self.protocol_version).clone()
     }
 
     pub(crate) fn ended(&self) -> Option<Ended> {
@@ -254,6 +273,20 @@ impl Core {
             Some(pending) => {
                 // A call that gave up at this very moment drops its receiver.
                 let _ = pending.reply.send(reply);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Reader: no answer will come for `id` (its HTTP stream ended without
+    /// one): the call ends as the connection's end would end it, not sent
+    /// or outcome unknown. False if no call waits for `id`.
+    pub(crate) fn unanswered(&self, id: &Id, reason: String) -> bool {
+        match lock(&self.pending).remove(id) {
+            Some(pending) => {
+                let written = pending.written;
+                let _ = pending.reply.send(Reply::Closed { reason, written });
                 true
             }
             None => false,

@@ -87,6 +87,7 @@ pub(crate) async fn handshake(
             Ok(result) => match modern(result) {
                 Ok(peer) => {
                     core.set_meta(meta);
+                    core.set_protocol_version(peer.protocol_version.as_str());
                     return Ok(peer);
                 }
                 Err(why) => tracing::debug!(%why, "server/discover: falling back to initialize"),
@@ -122,6 +123,7 @@ pub(crate) async fn handshake(
             LEGACY_VERSIONS.join(", ")
         ));
     }
+    core.set_protocol_version(result.protocol_version.as_str());
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     let sent = serde_json::to_vec(&initialized).is_ok_and(|line| core.try_send(line));
     if !sent {

@@ -25,7 +25,7 @@ use tokio::time::{Instant, sleep};
 use super::{
     connection::{Connection, Launch, OnEnd, Teardown, open},
     core::lock,
-    options::{CallOptions, ConnectOptions, Reconnect},
+    options::{CallOptions, ConnectOptions, HttpOptions, Reconnect},
     outcome::{CallError, ConnectError, Ended},
     tasks::TaskCount,
 };
@@ -36,6 +36,13 @@ use super::{
 pub enum Server {
     /// A stdio server spawned as an owned tree.
     Stdio(corral::Command),
+    /// A streamable HTTP endpoint (see [`Connection::http`]).
+    Http {
+        /// The endpoint's URL.
+        url: String,
+        /// Headers and connection bounds.
+        options: HttpOptions,
+    },
 }
 
 /// The state of one name.
@@ -395,6 +402,10 @@ impl Manager {
         let on_end = self.on_end(name, generation);
         let launch = match server {
             Server::Stdio(command) => Launch::Spawn(command.clone()),
+            Server::Http { url, options } => Launch::Http {
+                url: url.clone(),
+                options: options.clone(),
+            },
         };
         let connection = Arc::new(open(launch, options, &self.tasks, Some(on_end)).await?);
         if !self.install(name, generation, &connection, spent) {

@@ -2,9 +2,10 @@
 //! an answer.
 //!
 //! - [`Connection`]: one server, over stdio (spawned and owned by corral as a
-//!   whole tree, or adopted) or bare streams. One bounded outbound queue
-//!   drained by one writer task, one reader task, and a supervisor task that
-//!   runs the handshake and the one teardown.
+//!   whole tree, or adopted), bare streams, or streamable HTTP
+//!   ([`Connection::http`]). One bounded outbound queue drained by one
+//!   writer task, one reader task, and a supervisor task that runs the
+//!   handshake and the one teardown.
 //! - [`Manager`]: named connections, disconnect, shutdown, and a bounded,
 //!   single-flight reconnect for a server that crashed.
 //! - [`CallError`]: the honest outcome of a call (not sent, or outcome
@@ -13,7 +14,8 @@
 //! # Layout
 //! - `options`, `outcome`: plain data (what is allowed, what happened).
 //! - `core`: the state a connection's handles, writer and reader share;
-//!   `dispatch`: what one incoming frame does; `lines`: the stdio wire.
+//!   `dispatch`: what one incoming frame does; `lines`: the stdio wire;
+//!   `http`: the streamable HTTP wire, `sse`: its event-stream parser.
 //! - `handshake`: `server/discover` with fallback to `initialize`.
 //! - `connection`: the supervisor and the teardown; `manager`: names and
 //!   reconnects; `tasks`: the count of live tasks.
@@ -24,11 +26,13 @@ mod connection;
 mod core;
 mod dispatch;
 mod handshake;
+mod http;
 mod lines;
 mod manager;
 mod options;
 mod outcome;
 pub mod rmcp;
+mod sse;
 mod tasks;
 
 pub use connection::{Connection, RequestId, Teardown};
@@ -36,9 +40,9 @@ pub use core::ReadStats;
 pub use handshake::{Era, LEGACY, MODERN, PeerInfo};
 pub use manager::{Manager, Server};
 pub use options::{
-    CallOptions, ConnectOptions, DEFAULT_CLOSE_GRACE, DEFAULT_DISCOVER_TIMEOUT,
-    DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, DEFAULT_QUEUE, DEFAULT_STDERR_TAIL,
-    Reconnect,
+    CallOptions, ConnectOptions, DEFAULT_CLOSE_GRACE, DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_DISCOVER_TIMEOUT, DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_POOL_IDLE_TIMEOUT, DEFAULT_QUEUE, DEFAULT_STDERR_TAIL, HttpOptions, Reconnect,
 };
 pub use outcome::{CallError, ConnectError, Ended};
 pub use tasks::{TaskCount, live_tasks};

@@ -146,3 +146,55 @@ impl CallOptions {
         self
     }
 }
+
+/// The default bound on opening a TCP connection to an HTTP server.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default time an idle pooled HTTP connection is kept.
+pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// How the streamable HTTP transport reaches its server. There is no total
+/// or read timeout: only the caller's deadline ([`CallOptions::timeout`])
+/// cuts a call short, however long its answer is held.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct HttpOptions {
+    /// Headers sent with every request (e.g. `Authorization`).
+    pub headers: Vec<(String, String)>,
+    /// Bound on opening a connection (not on waiting for an answer).
+    pub connect_timeout: Duration,
+    /// How long an idle pooled connection is kept (`None`: for ever). Only
+    /// idle connections: one carrying an answer, however slow, is never
+    /// idle.
+    pub pool_idle_timeout: Option<Duration>,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            headers: Vec::new(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            pool_idle_timeout: Some(DEFAULT_POOL_IDLE_TIMEOUT),
+        }
+    }
+}
+
+impl HttpOptions {
+    /// Adds a header sent with every request.
+    #[must_use]
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+}
+
+/// Header values are secrets (`Authorization`): only their names are shown.
+impl std::fmt::Debug for HttpOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("HttpOptions")
+            .field("headers", &names)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("pool_idle_timeout", &self.pool_idle_timeout)
+            .finish()
+    }
+}

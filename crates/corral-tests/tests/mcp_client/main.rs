@@ -4,8 +4,11 @@
 //! loop survives every malformed frame, reconnects are bounded.
 
 mod calls;
+// Shared by every test file; not every file uses every helper.
+#[allow(dead_code)]
 mod common;
 mod handshake;
+mod http;
 mod readloop;
 mod reconnect;
 mod teardown;

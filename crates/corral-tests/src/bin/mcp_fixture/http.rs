@@ -40,6 +40,8 @@ struct Request {
     method: String,
     path: String,
     body: Vec<u8>,
+    /// The MCP headers and whether `Authorization` came, for the log.
+    headers: String,
 }
 
 fn read_request(stream: &TcpStream) -> io::Result<Request> {
@@ -51,10 +53,20 @@ fn read_request(stream: &TcpStream) -> io::Result<Request> {
     let target = words.next().unwrap_or_default();
     let path = target.split('?').next().unwrap_or_default().to_owned();
     let mut length = 0usize;
+    let mut noted = Vec::new();
     loop {
         let mut header = String::new();
         if reader.read_line(&mut header)? == 0 || header.trim().is_empty() {
             break;
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            let name = name.trim().to_ascii_lowercase();
+            if matches!(
+                name.as_str(),
+                "mcp-session-id" | "mcp-protocol-version" | "authorization"
+            ) {
+                noted.push(format!("{name}={}", value.trim()));
+            }
         }
         if let Some((name, value)) = header.split_once(':')
             && name.trim().eq_ignore_ascii_case("content-length")
@@ -67,14 +79,25 @@ fn read_request(stream: &TcpStream) -> io::Result<Request> {
     }
     let mut body = vec![0; length];
     reader.read_exact(&mut body)?;
-    Ok(Request { method, path, body })
+    noted.sort();
+    let headers = noted.join(" ");
+    Ok(Request {
+        method,
+        path,
+        body,
+        headers,
+    })
 }
 
 fn connection(server: &'static Server, mut stream: TcpStream) -> io::Result<()> {
     let request = read_request(&stream)?;
+    server.note(&format!("{} headers: {}", request.method, request.headers));
     match (request.method.as_str(), request.path.as_str()) {
         ("POST", "/mcp") => post(server, stream, &request.body),
-        ("DELETE", "/mcp") => plain(&mut stream, "200 OK"),
+        ("DELETE", "/mcp") => {
+            server.note("session deleted");
+            plain(&mut stream, "200 OK")
+        }
         ("GET", "/mcp") => plain(&mut stream, "405 Method Not Allowed"),
         _ => plain(&mut stream, "400 Bad Request"),
     }

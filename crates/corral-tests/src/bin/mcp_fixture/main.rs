@@ -24,7 +24,7 @@
 //! | `--stubborn` | ignore SIGTERM and the end of stdin |
 //! | `--garbage` | after the handshake answer: malformed lines, stray responses, a `--garbage-big BYTES` (default 2 MiB) line, two server requests; every `tools/call` answer twice. HTTP: the same as SSE events (plus `{"jsonrpc":"2.0","id":1}` and `: keepalive`) before the answer of every non-handshake request |
 //! | `--progress-ms N` | progress notification period of `sleep` |
-//! | `--http ADDR` | serve `POST /mcp` (SSE answers), `DELETE /mcp` (200), `GET /mcp` (405), else 400; stdin is not read |
+//! | `--http ADDR` | serve `POST /mcp` (SSE answers), `DELETE /mcp` (200, noted as `session deleted`), `GET /mcp` (405), else 400; stdin is not read; each request's `Mcp-Session-Id`, `MCP-Protocol-Version` and `Authorization` noted as `METHOD headers: name=value ...` |
 //! | `--hold-ms N` | HTTP: send the headers of a `tools/call` answer, then nothing for N ms |
 //!
 //! Bad arguments: a usage line on stderr, exit 2.

@@ -184,7 +184,8 @@ impl Server {
         let mut next = progress.map(|(_, every)| start + every);
         let mut count = 0u64;
         loop {
-            if self.is_cancelled(id) || sink.closed() {
+            // A closed stream is noted even when a cancellation came too.
+            if sink.closed() || self.is_cancelled(id) {
                 return false;
             }
             let now = Instant::now();

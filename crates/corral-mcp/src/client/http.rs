@@ -1,0 +1,485 @@
+//! The streamable HTTP wire (MCP 2025-03-26 and later, client side): every
+//! outbound message is one `POST` to the endpoint; its answer is `202
+//! Accepted`, one JSON message, or an event stream of messages.
+//!
+//! One writer task drains the outbound queue and the cancellations owed. It
+//! never waits for an answer: it marks the request written and hands the
+//! whole exchange to the reader task, which polls every exchange at once, so
+//! one slow answer never holds back another frame. Giving a call up after
+//! it was written closes its exchange (its response stream: the 2026-07-28
+//! cancellation) and posts `notifications/cancelled` (for older servers).
+//! The reader ends when the transport does: the writer is gone and no
+//! exchange remains, or the server ended the session (`404`).
+//!
+//! No timeout but the connect's lives in the HTTP client: only a caller's
+//! deadline cuts a call short, however long its answer is held.
+
+use std::{
+    collections::HashMap,
+    future::Future,
+    pin::Pin,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use reqwest::{
+    Client, RequestBuilder, Response, StatusCode, Url,
+    header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue},
+};
+use tokio::{sync::mpsc, task::JoinHandle, time::timeout};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    core::{Core, Outbound, Reply, bump, lock},
+    dispatch::{cancelled_notification, dispatch},
+    lines::{ReaderEnd, WriterEnd},
+    options::HttpOptions,
+    outcome::ConnectError,
+    sse::{Item, Parser},
+    tasks::{self, TaskCount},
+};
+use crate::message::Id;
+
+/// The JSON-RPC error code a request gets when HTTP could not deliver it or
+/// the server refused it with an HTTP status.
+pub(crate) const HTTP_ERROR: i64 = -32000;
+
+const SESSION: &str = "mcp-session-id";
+const VERSION: &str = "mcp-protocol-version";
+/// How much of an error answer's body goes into the call's error message.
+const ERROR_BODY: usize = 512;
+
+/// The endpoint, and what every request to it carries.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
+    client: Client,
+    url: Url,
+    headers: HeaderMap,
+    /// `Mcp-Session-Id`, once the server gave one.
+    session: Mutex<Option<HeaderValue>>,
+    /// The first transport failure (nothing reached the server), for the
+    /// message of a failed connect.
+    failure: Mutex<Option<String>>,
+}
+
+impl Endpoint {
+    /// Checks the URL and the headers and builds the HTTP client.
+    ///
+    /// # Errors
+    /// [`ConnectError::Http`] naming what to change.
+    pub(crate) fn new(url: &str, options: &HttpOptions) -> Result<Self, ConnectError> {
+        let http = |why: String| ConnectError::Http {
+            url: url.to_owned(),
+            why,
+        };
+        let parsed = Url::parse(url).map_err(|error| http(format!("not a URL ({error})")))?;
+        if parsed.scheme() != "http" {
+            return Err(http(format!(
+                "the scheme {:?} is not supported: this build speaks plain http:// only \
+                 (no TLS); put a TLS-terminating proxy in front",
+                parsed.scheme()
+            )));
+        }
+        let mut headers = HeaderMap::new();
+        for (name, value) in &options.headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| http(format!("{name:?} is not a valid header name")))?;
+            let mut value = HeaderValue::from_str(value).map_err(|_| {
+                http(format!(
+                    "the value of the header {name} is not valid (visible ASCII only)"
+                ))
+            })?;
+            value.set_sensitive(true);
+            headers.append(name, value);
+        }
+        let client = Client::builder()
+            .connect_timeout(options.connect_timeout)
+            .pool_idle_timeout(options.pool_idle_timeout)
+            .build()
+            .map_err(|error| http(chain(&error)))?;
+        Ok(Self {
+            client,
+            url: parsed,
+            headers,
+            session: Mutex::new(None),
+            failure: Mutex::new(None),
+        })
+    }
+
+    /// The endpoint's URL.
+    pub(crate) fn url(&self) -> &str {
+        self.url.as_str()
+    }
+
+    /// The first transport failure, if one happened.
+    pub(crate) fn failure(&self) -> Option<String> {
+        lock(&self.failure).clone()
+    }
+
+    /// The headers of every request after the handshake.
+    fn with_session(&self, core: &Core, request: RequestBuilder) -> RequestBuilder {
+        let mut request = request.headers(self.headers.clone());
+        if let Some(session) = lock(&self.session).clone() {
+            request = request.header(SESSION, session);
+        }
+        if let Some(version) = core.protocol_version() {
+            request = request.header(VERSION, version);
+        }
+        request
+    }
+
+    fn post(&self, core: &Core, body: Vec<u8>) -> RequestBuilder {
+        self.with_session(core, self.client.post(self.url.clone()))
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json, text/event-stream")
+            .body(body)
+    }
+
+    /// Keeps the session id of the first answer that carries one.
+    fn remember_session(&self, response: &Response) {
+        if let Some(session) = response.headers().get(SESSION) {
+            lock(&self.session).get_or_insert_with(|| session.clone());
+        }
+    }
+
+    fn has_session(&self) -> bool {
+        lock(&self.session).is_some()
+    }
+
+    /// Teardown: `DELETE` the session, if there is one, within `grace`;
+    /// errors are only logged (the server may be gone).
+    pub(crate) async fn end_session(&self, core: &Core, grace: Duration) {
+        if !self.has_session() {
+            return;
+        }
+        let request = self.with_session(core, self.client.delete(self.url.clone()));
+        match timeout(grace, request.send()).await {
+            Ok(Ok(response)) => {
+                tracing::debug!(status = %response.status(), "ended the HTTP session");
+            }
+            Ok(Err(error)) => tracing::debug!(error = chain(&error), "ending the HTTP session"),
+            Err(_) => tracing::debug!(?grace, "ending the HTTP session took too long"),
+        }
+    }
+}
+
+/// One exchange: its request's id (none for a notification or an answer)
+/// and, when it ends, a fatal reason to end the transport.
+type Exchange = Pin<Box<dyn Future<Output = (Option<Id>, Option<String>)> + Send>>;
+
+/// What the writer tells the reader.
+enum ToReader {
+    /// Poll this exchange; `close` ends it early.
+    Exchange {
+        id: Option<Id>,
+        close: CancellationToken,
+        run: Exchange,
+    },
+    /// The call of this request gave up: close its exchange.
+    Close(Id),
+}
+
+/// The two tasks of an HTTP connection.
+#[derive(Debug)]
+pub(crate) struct Started {
+    pub writer: JoinHandle<WriterEnd>,
+    pub reader: JoinHandle<ReaderEnd>,
+}
+
+/// Starts the writer and the reader.
+pub(crate) fn start(
+    tasks: &TaskCount,
+    core: &Arc<Core>,
+    queue: mpsc::Receiver<Outbound>,
+    endpoint: Arc<Endpoint>,
+    stop_writer: CancellationToken,
+    max_frame_bytes: usize,
+) -> Started {
+    let (to_reader, from_writer) = mpsc::unbounded_channel();
+    let writer = Writer {
+        core: core.clone(),
+        endpoint,
+        to_reader,
+        max_frame_bytes,
+    };
+    Started {
+        writer: tasks::spawn(tasks, writer.run(queue, stop_writer)),
+        reader: tasks::spawn(tasks, read(from_writer)),
+    }
+}
+
+struct Writer {
+    core: Arc<Core>,
+    endpoint: Arc<Endpoint>,
+    to_reader: mpsc::UnboundedSender<ToReader>,
+    max_frame_bytes: usize,
+}
+
+const READER_GONE: &str = "the HTTP reader ended";
+
+impl Writer {
+    /// Posts queued frames, and the cancellations owed, until stopped or
+    /// the queue closes. Never waits for an answer.
+    async fn run(self, mut queue: mpsc::Receiver<Outbound>, stop: CancellationToken) -> WriterEnd {
+        loop {
+            let cancels = self.core.take_cancels();
+            if !cancels.is_empty() {
+                for (id, why) in cancels {
+                    // Closing the answer's stream is the 2026-07-28
+                    // cancellation; older servers want the notification.
+                    if self.to_reader.send(ToReader::Close(id.clone())).is_err()
+                        || !self.hand_over(None, cancelled_notification(&id, &why))
+                    {
+                        return WriterEnd::Failed(READER_GONE.into());
+                    }
+                }
+                continue;
+            }
+            let next = tokio::select! {
+                biased;
+                () = stop.cancelled() => return WriterEnd::Stopped,
+                () = self.core.wake_writer.notified() => continue,
+                next = queue.recv() => next,
+            };
+            let Some(frame) = next else {
+                return WriterEnd::QueueClosed;
+            };
+            if let Some(id) = &frame.request
+                && !self.core.mark_written(id)
+            {
+                // Its call gave up before it was written: never send it.
+                continue;
+            }
+            if !self.hand_over(frame.request, frame.line) {
+                return WriterEnd::Failed(READER_GONE.into());
+            }
+        }
+    }
+
+    /// Gives the reader the exchange that posts `body`; false if the
+    /// reader is gone.
+    fn hand_over(&self, id: Option<Id>, body: Vec<u8>) -> bool {
+        let request = self.endpoint.post(&self.core, body);
+        let close = CancellationToken::new();
+        let closed = close.clone();
+        let work = exchange(
+            self.core.clone(),
+            self.endpoint.clone(),
+            request,
+            id.clone(),
+            self.max_frame_bytes,
+        );
+        let key = id.clone();
+        let run = Box::pin(async move {
+            tokio::select! {
+                biased;
+                // Dropping `work` closes the answer's stream.
+                () = closed.cancelled() => (key, None),
+                fatal = work => (key, fatal),
+            }
+        });
+        self.to_reader
+            .send(ToReader::Exchange { id, close, run })
+            .is_ok()
+    }
+}
+
+/// Polls every exchange until the writer is gone and none remains, or one
+/// ends the session.
+async fn read(mut from_writer: mpsc::UnboundedReceiver<ToReader>) -> ReaderEnd {
+    let mut running: FuturesUnordered<Exchange> = FuturesUnordered::new();
+    let mut closers: HashMap<Id, CancellationToken> = HashMap::new();
+    let mut writer_gone = false;
+    loop {
+        if writer_gone && running.is_empty() {
+            return ReaderEnd::Eof;
+        }
+        tokio::select! {
+            next = from_writer.recv(), if !writer_gone => match next {
+                Some(ToReader::Exchange { id, close, run }) => {
+                    if let Some(id) = id {
+                        closers.insert(id, close);
+                    }
+                    running.push(run);
+                }
+                Some(ToReader::Close(id)) => {
+                    if let Some(close) = closers.remove(&id) {
+                        close.cancel();
+                    }
+                }
+                None => writer_gone = true,
+            },
+            Some((id, fatal)) = running.next(), if !running.is_empty() => {
+                if let Some(id) = id {
+                    closers.remove(&id);
+                }
+                if let Some(why) = fatal {
+                    return ReaderEnd::Failed(why);
+                }
+            }
+        }
+    }
+}
+
+/// One `POST` and its answer: every message in it goes to [`dispatch`].
+/// Returns a reason to end the transport, if the session is gone.
+async fn exchange(
+    core: Arc<Core>,
+    endpoint: Arc<Endpoint>,
+    request: RequestBuilder,
+    id: Option<Id>,
+    max_frame_bytes: usize,
+) -> Option<String> {
+    let url = endpoint.url();
+    let response = match request.send().await {
+        Ok(response) => response,
+        Err(error) => {
+            let why = format!("POST {url} failed: {}", chain(&error));
+            lock(&endpoint.failure).get_or_insert_with(|| why.clone());
+            refused(&core, id.as_ref(), why);
+            return None;
+        }
+    };
+    endpoint.remember_session(&response);
+    let status = response.status();
+    if status == StatusCode::ACCEPTED {
+        if let Some(id) = &id {
+            core.unanswered(
+                id,
+                "the server accepted the request without answering it (HTTP 202)".into(),
+            );
+        }
+        return None;
+    }
+    if !status.is_success() {
+        let expired = status == StatusCode::NOT_FOUND && endpoint.has_session();
+        let body = error_body(response).await;
+        let why = if expired {
+            format!("the server ended the session (HTTP {status} from POST {url}){body}")
+        } else {
+            format!("HTTP {status} from POST {url}{body}")
+        };
+        refused(&core, id.as_ref(), why.clone());
+        return expired.then_some(why);
+    }
+    let kind = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let ended = if kind.starts_with("text/event-stream") {
+        events(&core, response, max_frame_bytes).await
+    } else if kind.starts_with("application/json") {
+        json(&core, response, max_frame_bytes).await
+    } else if id.is_none() {
+        // An answer to a notification with a body it did not need.
+        return None;
+    } else {
+        let why = format!("HTTP {status} from POST {url} with Content-Type {kind:?}");
+        refused(&core, id.as_ref(), why);
+        return None;
+    };
+    if let Some(id) = &id {
+        let why = match ended {
+            Ok(()) => "the server's answer ended without a response to this request".into(),
+            Err(why) => format!("the server's answer broke off ({why})"),
+        };
+        core.unanswered(id, why);
+    }
+    None
+}
+
+/// A request HTTP could not deliver, or the server refused: its call gets
+/// an error; for anything else the failure is logged and counted.
+fn refused(core: &Core, id: Option<&Id>, why: String) {
+    match id {
+        Some(id) => {
+            core.settle(
+                id,
+                Reply::Error {
+                    code: HTTP_ERROR,
+                    message: why,
+                    data: None,
+                },
+            );
+        }
+        None => {
+            tracing::debug!(%why, "a message to the server was not delivered");
+            bump(&core.counters.http_errors);
+        }
+    }
+}
+
+/// A `text/event-stream` answer: each event's data is one message.
+async fn events(core: &Core, mut response: Response, max: usize) -> Result<(), String> {
+    let mut parser = Parser::new(max);
+    while let Some(chunk) = response.chunk().await.map_err(|error| chain(&error))? {
+        for item in parser.feed(&chunk) {
+            match item {
+                Item::Event(event) if event.data.iter().all(u8::is_ascii_whitespace) => {}
+                Item::Event(event) => dispatch(core, &event.data),
+                Item::TooLong { len } => {
+                    tracing::debug!(len, "dropped an over-long event from the server");
+                    bump(&core.counters.too_long);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An `application/json` answer: one message.
+async fn json(core: &Core, mut response: Response, max: usize) -> Result<(), String> {
+    let mut body = Vec::new();
+    let mut len = 0usize;
+    while let Some(chunk) = response.chunk().await.map_err(|error| chain(&error))? {
+        len += chunk.len();
+        if len <= max {
+            body.extend_from_slice(&chunk);
+        }
+    }
+    if len > max {
+        tracing::debug!(len, "dropped an over-long answer from the server");
+        bump(&core.counters.too_long);
+    } else if !body.iter().all(u8::is_ascii_whitespace) {
+        dispatch(core, &body);
+    }
+    Ok(())
+}
+
+/// The start of an error answer's body, for the call's message.
+async fn error_body(mut response: Response) -> String {
+    let mut body = Vec::new();
+    while body.len() < ERROR_BODY {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    body.truncate(ERROR_BODY);
+    let text = String::from_utf8_lossy(&body);
+    let text = text.trim();
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!(": {text}")
+    }
+}
+
+/// An error and its sources, one sentence (reqwest's own message names
+/// only the outermost step).
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
