@@ -120,6 +120,10 @@ pub async fn run(args: &ClientArgs, parent: i32, request: Request) -> Done {
             };
         }
     };
+    tracing::info!(
+        pid = connection.server_pid(),
+        "connected; sending the request"
+    );
     let options = call_options(args.timeout, guard.cancel.clone());
     let answer = guard.run(send(&connection, request, &options)).await;
     // Whatever the answer, the tree goes before corral does.
