@@ -244,9 +244,7 @@ fn a_call_past_its_timeout_exits_124_and_leaves_nothing_of_the_tree() {
     assert_eq!(envelope["outcome"], "unknown");
     assert!(!envelope["request_id"].is_null(), "{envelope:#}");
     assert!(ran.stderr.contains("outcome unknown"), "{}", ran.stderr);
-    assert_clean(&envelope["cleanup"]);
-    // The term-ignoring helper needed SIGKILL.
-    assert_eq!(envelope["cleanup"]["escalated"], true, "{envelope:#}");
+    assert_ended_by_corral(&envelope);
 }
 
 #[test]
@@ -256,7 +254,10 @@ fn sigterm_during_a_call_exits_124_and_leaves_nothing_of_the_tree() {
     let mut guard = Guard::default();
     let server = fixture();
     let env = [("CORRAL_MCP_FIXTURE_PIDS", pids.as_path())];
-    let args = line(&["call", "-v", "sleep", r#"{"seconds": 60}"#], &server);
+    let args = line(
+        &["call", "-v", "--json", "sleep", r#"{"seconds": 60}"#],
+        &server,
+    );
     let mut child = corral(&args, &env);
     let out = drain(child.stdout.take());
     // The lines of -v: once connected, the next request written is the call.
@@ -291,7 +292,19 @@ fn sigterm_during_a_call_exits_124_and_leaves_nothing_of_the_tree() {
     let stderr = err.join().expect("stderr");
     assert_eq!(status.code(), Some(124), "stderr: {stderr}");
     assert!(stderr.contains("SIGTERM received"), "{stderr}");
-    assert_eq!(out.join().expect("stdout"), "");
+    let envelope: Value = serde_json::from_str(&out.join().expect("stdout")).expect("JSON");
+    assert_eq!(envelope["outcome"], "unknown");
+    assert_ended_by_corral(&envelope);
+}
+
+/// The envelope's cleanup is corral's own teardown of the fixture's tree,
+/// finished before corral returned (not the watchdog's after it exited):
+/// a backend, no survivors, and SIGKILL for the term-ignoring helper.
+fn assert_ended_by_corral(envelope: &Value) {
+    let cleanup = &envelope["cleanup"];
+    assert!(cleanup["backend"].is_string(), "no teardown: {envelope:#}");
+    assert_clean(cleanup);
+    assert_eq!(cleanup["escalated"], true, "{envelope:#}");
 }
 
 #[test]
