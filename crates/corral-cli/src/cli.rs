@@ -435,7 +435,11 @@ pub fn error_line(error: &clap::Error) -> String {
             text.push_str(line.strip_prefix("error: ").unwrap_or(line));
         }
     }
+    let mcp = rendered.contains("Usage: corral mcp");
     let hint = match error.kind() {
+        ErrorKind::MissingRequiredArgument | ErrorKind::UnknownArgument if !had_tip && mcp => {
+            "; the server command goes after `--`, e.g. corral mcp list -- node server.js stdio"
+        }
         ErrorKind::MissingRequiredArgument | ErrorKind::UnknownArgument if !had_tip => {
             "; the command goes after DURATION or after `--`, e.g. corral run 10s sleep 20 \
              or corral run -t 10s -- sleep 20"
@@ -539,6 +543,45 @@ mod tests {
         };
         assert_eq!(run.command, ["ls", "-t", "--", "-v"]);
         assert!(!run.verbose);
+    }
+
+    #[test]
+    fn mcp_call_arguments_and_errors() {
+        let cli = Cli::try_parse_from([
+            "corral",
+            "mcp",
+            "call",
+            "--timeout",
+            "0.5",
+            "echo",
+            r#"{"a": 1}"#,
+            "--",
+            "srv",
+            "-x",
+        ])
+        .expect("parses");
+        let Command::Mcp {
+            command: McpCommand::Call(call),
+        } = cli.command
+        else {
+            panic!("not mcp call")
+        };
+        assert_eq!(call.tool, "echo");
+        assert_eq!(call.arguments.expect("arguments")["a"], 1);
+        assert_eq!(call.client.timeout, Duration::from_millis(500));
+        assert_eq!(call.client.connect_timeout, None);
+        assert_eq!(
+            call.client.target(),
+            ServerTarget::Stdio(vec!["srv".into(), "-x".into()])
+        );
+        let error = Cli::try_parse_from(["corral", "mcp", "call", "echo", "[1]", "--", "srv"])
+            .expect_err("not an object");
+        assert!(
+            error_line(&error).contains("must be a JSON object"),
+            "{error}"
+        );
+        let error = Cli::try_parse_from(["corral", "mcp", "list"]).expect_err("no server");
+        assert!(error_line(&error).contains("corral mcp list --"), "{error}");
     }
 
     #[test]
