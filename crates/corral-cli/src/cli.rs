@@ -57,7 +57,8 @@ pub enum Command {
         json: bool,
     },
     /// MCP tooling: `corral mcp wrap -- SERVER_COMMAND...` guards a stdio MCP
-    /// server (see docs/mcp.md).
+    /// server; `corral mcp call` and `corral mcp list` talk to one (see
+    /// docs/mcp.md).
     Mcp {
         /// What to do.
         #[command(subcommand)]
@@ -86,6 +87,14 @@ pub enum McpCommand {
     /// Relay an MCP client (stdin/stdout) to a stdio MCP server run as an
     /// owned process tree, and end all of that tree when either side goes.
     Wrap(WrapArgs),
+    /// Call one tool of a stdio MCP server run as an owned process tree,
+    /// print its result, and end all of that tree.
+    #[command(override_usage = "corral mcp call [OPTIONS] TOOL [ARGS_JSON] -- SERVER_COMMAND...")]
+    Call(CallArgs),
+    /// List the tools of a stdio MCP server run as an owned process tree,
+    /// and end all of that tree.
+    #[command(override_usage = "corral mcp list [OPTIONS] -- SERVER_COMMAND...")]
+    List(ListArgs),
 }
 
 /// Options of `corral ps` and `corral reap`.
@@ -202,28 +211,15 @@ fn parse_signal(input: &str) -> Result<FirstSignal, corral::ParseSignalError> {
 #[derive(Debug, Args)]
 #[command(after_help = exit::WRAP.help())]
 pub struct WrapArgs {
-    /// After the server's stdin is closed, how long it may take to exit by
-    /// itself before its tree gets SIGTERM.
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "2s")]
-    pub close_grace: Duration,
-
-    /// From SIGTERM to SIGKILL.
-    #[arg(short, long, value_name = "DURATION", value_parser = duration::parse, default_value = "2s")]
-    pub kill_after: Duration,
-
-    /// After SIGKILL, wait at most this long, then exit and report survivors.
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "1s")]
-    pub final_bound: Duration,
+    // --close-grace, --kill-after, --final-bound, --backend (the same for
+    // every subcommand that runs an MCP server).
+    #[command(flatten)]
+    pub tree: ServerTreeArgs,
 
     /// Drop frames longer than this many bytes.
     #[arg(long, value_name = "BYTES", default_value_t = corral_mcp::frame::DEFAULT_MAX_FRAME_BYTES,
           value_parser = clap::value_parser!(usize))]
     pub max_frame_bytes: usize,
-
-    /// How to contain the tree: auto (cgroup, then subreaper, then group),
-    /// cgroup, subreaper or group.
-    #[arg(long, value_name = "BACKEND", default_value = "auto", value_parser = clap::value_parser!(BackendChoice))]
-    pub backend: BackendChoice,
 
     // --report, --report-fd (the same for every supervising subcommand).
     #[command(flatten)]
@@ -237,6 +233,147 @@ pub struct WrapArgs {
     #[arg(last = true, required = true, num_args = 1.., value_name = "SERVER_COMMAND",
           allow_hyphen_values = true)]
     pub command: Vec<OsString>,
+}
+
+/// How an MCP server's tree is run and ended: the same for `corral mcp
+/// wrap`, `call` and `list`.
+#[derive(Debug, Args)]
+pub struct ServerTreeArgs {
+    /// After the server's stdin is closed, how long it may take to exit by
+    /// itself before its tree gets SIGTERM.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "2s")]
+    pub close_grace: Duration,
+
+    /// From SIGTERM to SIGKILL.
+    #[arg(short, long, value_name = "DURATION", value_parser = duration::parse, default_value = "2s")]
+    pub kill_after: Duration,
+
+    /// After SIGKILL, wait at most this long, then exit and report survivors.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "1s")]
+    pub final_bound: Duration,
+
+    /// How to contain the tree: auto (cgroup, then subreaper, then group),
+    /// cgroup, subreaper or group.
+    #[arg(long, value_name = "BACKEND", default_value = "auto", value_parser = clap::value_parser!(BackendChoice))]
+    pub backend: BackendChoice,
+}
+
+/// Which MCP server a client subcommand talks to. Today only a command run
+/// as an owned tree (after `--`); `--url` (HTTP) will be a second variant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerTarget {
+    /// A stdio server: this command and its arguments.
+    Stdio(Vec<OsString>),
+}
+
+/// What `corral mcp call` and `corral mcp list` share: the server, its
+/// tree, the deadlines and the output form.
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    /// Deadline of the handshake (both `server/discover` and the legacy
+    /// `initialize`); default 10s for discover, 30s for initialize.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub connect_timeout: Option<Duration>,
+
+    /// Hard deadline of the request once connected; past it the outcome is
+    /// unknown (exit 124). 0 means none.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, default_value = "60s")]
+    pub timeout: Duration,
+
+    /// Print one JSON envelope on standard output instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    // --close-grace, --kill-after, --final-bound, --backend.
+    #[command(flatten)]
+    pub tree: ServerTreeArgs,
+
+    /// Log lifecycle events to stderr (RUST_LOG overrides the filter).
+    #[arg(short, long)]
+    pub verbose: bool,
+
+    /// The server command and its arguments, after `--`.
+    #[arg(last = true, required = true, num_args = 1.., value_name = "SERVER_COMMAND",
+          allow_hyphen_values = true)]
+    pub command: Vec<OsString>,
+}
+
+impl ClientArgs {
+    /// The server to connect to.
+    pub fn target(&self) -> ServerTarget {
+        ServerTarget::Stdio(self.command.clone())
+    }
+}
+
+/// `corral mcp call`: call one tool of an MCP server run as an owned tree,
+/// print its result, end the tree.
+#[derive(Debug, Args)]
+#[command(after_help = call_after_help())]
+pub struct CallArgs {
+    /// The tool's name.
+    #[arg(value_name = "TOOL")]
+    pub tool: String,
+
+    /// The tool's arguments: one JSON object, e.g. '{"message": "hi"}'.
+    #[arg(value_name = "ARGS_JSON", value_parser = parse_object)]
+    pub arguments: Option<serde_json::Map<String, serde_json::Value>>,
+
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// `corral mcp list`: list the tools of an MCP server run as an owned tree,
+/// then end the tree.
+#[derive(Debug, Args)]
+#[command(after_help = exit::LIST.help())]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// Parses `ARGS_JSON`: a JSON object, nothing else.
+fn parse_object(input: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    const FIX: &str = "give the tool's arguments as one JSON object in single quotes, \
+                       e.g. '{\"message\": \"hi\"}', or leave ARGS_JSON out";
+    match serde_json::from_str::<serde_json::Value>(input) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(other) => Err(format!(
+            "ARGS_JSON must be a JSON object, not {}; {FIX}",
+            json_kind(&other)
+        )),
+        Err(error) => Err(format!("ARGS_JSON is not JSON ({error}); {FIX}")),
+    }
+}
+
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+fn call_after_help() -> String {
+    format!(
+        "{}\n\
+         Output: the text blocks of the tool's result, joined by newlines (its\n\
+         structuredContent as JSON if it has no text). With --json, one envelope:\n  \
+           {{\"version\": 1, \"outcome\": \"ok\" | \"tool_error\" | \"error\" | \"unknown\" | \"not_sent\",\n   \
+            \"exit_status\": N, \"request_id\": ID or null, \"result\": the CallToolResult or null,\n   \
+            \"error\": {{\"message\", \"code\", \"data\"}} or null, \"cleanup\": the tree's cleanup}}\n\
+         \n\
+         Signals: SIGINT, SIGTERM or SIGHUP cancel the connect or the call and end the\n\
+         server's tree: 124 if the request had been written, else 125. The server's\n\
+         whole tree is gone when corral exits, whatever happened.\n\
+         \n\
+         Examples:\n  \
+           corral mcp call echo '{{\"message\": \"hi\"}}' -- node server.js stdio\n  \
+           corral mcp call --timeout 5m --json build -- ./mcp-server",
+        exit::CALL.help()
+    )
 }
 
 /// `--backend`.
@@ -298,7 +435,11 @@ pub fn error_line(error: &clap::Error) -> String {
             text.push_str(line.strip_prefix("error: ").unwrap_or(line));
         }
     }
+    let mcp = rendered.contains("Usage: corral mcp");
     let hint = match error.kind() {
+        ErrorKind::MissingRequiredArgument | ErrorKind::UnknownArgument if !had_tip && mcp => {
+            "; the server command goes after `--`, e.g. corral mcp list -- node server.js stdio"
+        }
         ErrorKind::MissingRequiredArgument | ErrorKind::UnknownArgument if !had_tip => {
             "; the command goes after DURATION or after `--`, e.g. corral run 10s sleep 20 \
              or corral run -t 10s -- sleep 20"
@@ -402,6 +543,45 @@ mod tests {
         };
         assert_eq!(run.command, ["ls", "-t", "--", "-v"]);
         assert!(!run.verbose);
+    }
+
+    #[test]
+    fn mcp_call_arguments_and_errors() {
+        let cli = Cli::try_parse_from([
+            "corral",
+            "mcp",
+            "call",
+            "--timeout",
+            "0.5",
+            "echo",
+            r#"{"a": 1}"#,
+            "--",
+            "srv",
+            "-x",
+        ])
+        .expect("parses");
+        let Command::Mcp {
+            command: McpCommand::Call(call),
+        } = cli.command
+        else {
+            panic!("not mcp call")
+        };
+        assert_eq!(call.tool, "echo");
+        assert_eq!(call.arguments.expect("arguments")["a"], 1);
+        assert_eq!(call.client.timeout, Duration::from_millis(500));
+        assert_eq!(call.client.connect_timeout, None);
+        assert_eq!(
+            call.client.target(),
+            ServerTarget::Stdio(vec!["srv".into(), "-x".into()])
+        );
+        let error = Cli::try_parse_from(["corral", "mcp", "call", "echo", "[1]", "--", "srv"])
+            .expect_err("not an object");
+        assert!(
+            error_line(&error).contains("must be a JSON object"),
+            "{error}"
+        );
+        let error = Cli::try_parse_from(["corral", "mcp", "list"]).expect_err("no server");
+        assert!(error_line(&error).contains("corral mcp list --"), "{error}");
     }
 
     #[test]

@@ -61,6 +61,12 @@ fn main() -> ExitCode {
         Command::Mcp {
             command: McpCommand::Wrap(args),
         } => mcp::wrap(args, parent),
+        Command::Mcp {
+            command: McpCommand::Call(args),
+        } => mcp::call(args, parent),
+        Command::Mcp {
+            command: McpCommand::List(args),
+        } => mcp::list(args, parent),
         Command::Capabilities { json } => capabilities::main(json),
         Command::Ps(args) => ledger::ps(&args),
         Command::Reap {

@@ -11,10 +11,16 @@
 //! | `Signaled(N)`      | 128+N   | the command died of signal N (with `--preserve-status`, also corral's own after a timeout) | the server died of signal N that corral did not send |
 //! | `Interrupted(N)`   | 128+N   | corral received signal N (a dead parent counts as `SIGTERM`) and ended the tree | the same (the client's death counts as `SIGTERM`) |
 //!
-//! [`RUN`] and [`WRAP`] are these tables as `--help` prints them.
+//! `corral mcp call` and `corral mcp list` exit by their [`CallOutcome`]
+//! ([`Status::of_call`]): `ok` 0, `tool_error` and `error` 1 (`Exited(1)`),
+//! `unknown` 124 (`TimedOut`), `not_sent` 125 (`Failed`).
+//!
+//! [`RUN`], [`WRAP`], [`CALL`] and [`LIST`] are these tables as `--help`
+//! prints them.
 
 use corral::{Error, Exit, Outcome, Signal, SpawnFailure};
 use corral_mcp::Ending;
+use serde::Serialize;
 
 /// How corral exits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +94,71 @@ pub const WRAP: Table = Table {
     ],
 };
 
+/// `corral mcp call`'s statuses.
+pub const CALL: Table = Table {
+    title: "Exit status:",
+    rows: &[
+        ("0", "the tool answered (outcome ok)"),
+        (
+            "1",
+            "the tool reported an error (isError; its text on stdout, outcome tool_error), \
+             or the server answered with a JSON-RPC error or an invalid result \
+             (on stderr, outcome error)",
+        ),
+        (
+            "124",
+            "outcome unknown: the request was written, then --timeout passed or a signal \
+             came; the server may have acted on it",
+        ),
+        (
+            "125",
+            "not sent: bad option or ARGS_JSON, the server could not be started or \
+             connected, or a signal came first",
+        ),
+    ],
+};
+
+/// `corral mcp list`'s statuses.
+pub const LIST: Table = Table {
+    title: "Exit status:",
+    rows: &[
+        ("0", "the tools were listed"),
+        (
+            "1",
+            "the server answered with a JSON-RPC error or an invalid result",
+        ),
+        (
+            "124",
+            "--timeout passed, or a signal came, before the answer",
+        ),
+        (
+            "125",
+            "not sent: bad option, the server could not be started or connected, \
+             or a signal came first",
+        ),
+    ],
+};
+
+/// How a request of `corral mcp call` or `list` ended: the `outcome` of its
+/// JSON envelope, and its exit status ([`Status::of_call`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallOutcome {
+    /// The server answered with a result (not an error).
+    Ok,
+    /// The tool's result says `isError: true`.
+    ToolError,
+    /// The server answered with a JSON-RPC error, or a result that is not
+    /// one.
+    Error,
+    /// The request was written and no answer came (deadline, signal, the
+    /// connection ended): the server may have acted on it.
+    Unknown,
+    /// The request was never written (spawn, handshake, connection, option,
+    /// or a signal first): the server cannot have acted on it.
+    NotSent,
+}
+
 impl Table {
     /// The table as the text of `--help`.
     pub fn help(&self) -> String {
@@ -109,6 +180,16 @@ impl Status {
             Self::CannotInvoke => 126,
             Self::NotFound => 127,
             Self::Signaled(signal) | Self::Interrupted(signal) => signal_code(signal),
+        }
+    }
+
+    /// The status of a `corral mcp call` or `list` that ended in `outcome`.
+    pub fn of_call(outcome: CallOutcome) -> Self {
+        match outcome {
+            CallOutcome::Ok => Self::Exited(0),
+            CallOutcome::ToolError | CallOutcome::Error => Self::Exited(1),
+            CallOutcome::Unknown => Self::TimedOut,
+            CallOutcome::NotSent => Self::Failed,
         }
     }
 

@@ -83,6 +83,10 @@ pub fn run_handled() -> Vec<Signal> {
 /// closing the connection does.
 pub const WRAP: [Signal; 3] = [Signal::INT, Signal::TERM, Signal::HUP];
 
+/// The signals that make `corral mcp call` and `corral mcp list` give the
+/// request up (cancel the connect or the call) and end the server's tree.
+pub const CLIENT: [Signal; 3] = [Signal::INT, Signal::TERM, Signal::HUP];
+
 /// What [`install`] found.
 #[derive(Debug)]
 pub enum Watch {

@@ -1,8 +1,18 @@
 //! `corral mcp wrap`: the arguments become [`corral_mcp::WrapOptions`], the
 //! library relays, and what it did ([`corral_mcp::WrapExit`]) becomes the
 //! exit status and the report, with the kit.
+//!
+//! `corral mcp call` and `corral mcp list` (the client side) live in
+//! `call`: `session` connects, runs one request under the signals and
+//! always tears the server's tree down; `output` prints the answer or the
+//! JSON envelope.
 
+mod call;
+mod output;
 mod report;
+mod session;
+
+pub use call::{call, list};
 
 use std::time::Instant;
 
@@ -32,11 +42,11 @@ pub fn wrap(args: WrapArgs, parent: i32) -> anyhow::Result<Status> {
 async fn relay(args: WrapArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<Status> {
     let started = Instant::now();
     let mut options = WrapOptions::new(args.command.clone());
-    options.close_grace = args.close_grace;
-    options.kill_after = args.kill_after;
-    options.final_bound = args.final_bound;
+    options.close_grace = args.tree.close_grace;
+    options.kill_after = args.tree.kill_after;
+    options.final_bound = args.tree.final_bound;
     options.max_frame_bytes = args.max_frame_bytes;
-    options.backend = args.backend;
+    options.backend = args.tree.backend;
     let result = match signals::install(&signals::WRAP, parent) {
         Err(error) => Err((Status::Failed, error)),
         Ok(Watch::Armed(watch)) => corral_mcp::wrap(options, watch)
@@ -61,7 +71,7 @@ async fn relay(args: WrapArgs, parent: i32, sink: Option<Sink>) -> anyhow::Resul
                 &exit.finished.report,
                 "of the server ",
                 "",
-                args.final_bound,
+                args.tree.final_bound,
             );
             let report = report::of_exit(&args.command, &exit, status, started.elapsed());
             (status, report)

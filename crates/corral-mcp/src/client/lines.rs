@@ -69,6 +69,9 @@ pub(crate) async fn write<W: AsyncWrite + Unpin>(
                 // Its call gave up before it was written: never send it.
                 continue;
             }
+            if let Some(id) = &frame.request {
+                tracing::debug!(%id, "request written");
+            }
             batch = frame.line;
             batch.push(b'\n');
         }

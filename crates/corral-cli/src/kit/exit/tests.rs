@@ -208,6 +208,53 @@ fn wrap_failures_are_125_126_127() {
     }
 }
 
+// `corral mcp call` and `corral mcp list`.
+
+#[test]
+fn call_ok_is_0() {
+    assert_eq!(Status::of_call(CallOutcome::Ok).code(), 0);
+    assert!(listed(&CALL, "0"));
+    assert!(listed(&LIST, "0"));
+}
+
+#[test]
+fn call_a_tool_error_or_an_error_answer_is_1() {
+    assert_eq!(Status::of_call(CallOutcome::ToolError).code(), 1);
+    assert_eq!(Status::of_call(CallOutcome::Error).code(), 1);
+    assert!(listed(&CALL, "1"));
+    assert!(listed(&LIST, "1"));
+}
+
+#[test]
+fn call_an_unknown_outcome_is_124() {
+    assert_eq!(Status::of_call(CallOutcome::Unknown), Status::TimedOut);
+    assert_eq!(Status::of_call(CallOutcome::Unknown).code(), 124);
+    assert!(listed(&CALL, "124"));
+    assert!(listed(&LIST, "124"));
+}
+
+#[test]
+fn call_not_sent_is_125() {
+    assert_eq!(Status::of_call(CallOutcome::NotSent), Status::Failed);
+    assert_eq!(Status::of_call(CallOutcome::NotSent).code(), 125);
+    assert!(listed(&CALL, "125"));
+    assert!(listed(&LIST, "125"));
+}
+
+#[test]
+fn call_outcomes_serialise_as_the_envelope_names_them() {
+    for (outcome, name) in [
+        (CallOutcome::Ok, "ok"),
+        (CallOutcome::ToolError, "tool_error"),
+        (CallOutcome::Error, "error"),
+        (CallOutcome::Unknown, "unknown"),
+        (CallOutcome::NotSent, "not_sent"),
+    ] {
+        let json = serde_json::to_value(outcome).expect("serialises");
+        assert_eq!(json, name);
+    }
+}
+
 // Both.
 
 #[test]
@@ -233,7 +280,7 @@ fn spawn_errors_map_to_their_rows() {
 
 #[test]
 fn help_lists_every_row_once_under_its_title() {
-    for table in [&RUN, &WRAP] {
+    for table in [&RUN, &WRAP, &CALL, &LIST] {
         let help = table.help();
         assert!(help.starts_with(table.title), "{help}");
         assert_eq!(help.lines().count(), table.rows.len() + 1, "{help}");

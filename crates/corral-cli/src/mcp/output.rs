@@ -1,0 +1,277 @@
+//! What `corral mcp call` and `corral mcp list` print: the answer as text,
+//! or one JSON envelope (`--json`, schema in `corral mcp call --help` and
+//! `docs/mcp.md`), and the reason of a failure on standard error.
+
+use std::{
+    ffi::OsString,
+    io::{self, Write},
+    time::{Duration, SystemTime},
+};
+
+use corral_mcp::client::CallError;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{
+    kit::{
+        exit::{CallOutcome, Status},
+        report::{Cleanup, VERSION, tell_leftovers},
+    },
+    mcp::session::{Done, Failure},
+    text::printable,
+};
+
+/// The `--json` envelope of `corral mcp call` and `corral mcp list`.
+#[derive(Debug, Serialize)]
+pub struct Envelope {
+    /// Always [`VERSION`].
+    pub version: u32,
+    /// The server command (lossy UTF-8).
+    pub command: Vec<String>,
+    /// How the request ended.
+    pub outcome: CallOutcome,
+    /// The status corral exits with.
+    pub exit_status: u8,
+    /// The request's id, when the outcome is unknown (to find it in the
+    /// server's log); `null` otherwise.
+    pub request_id: Option<Value>,
+    /// The server's result: the `CallToolResult` (call) or `{"tools": [...]}`
+    /// (list); `null` without one.
+    pub result: Option<Value>,
+    /// Why there is no result (or the JSON-RPC error the server answered).
+    pub error: Option<ErrorDetail>,
+    /// What the cleanup of the server's tree did (as in `corral run`'s
+    /// report); all empty, with a note, if the connect failed.
+    pub cleanup: Cleanup,
+}
+
+/// The `error` of the envelope.
+#[derive(Debug, Serialize)]
+pub struct ErrorDetail {
+    /// What happened, with its causes.
+    pub message: String,
+    /// The JSON-RPC error code, if the server answered with an error.
+    pub code: Option<i64>,
+    /// The JSON-RPC error's `data`, if any.
+    pub data: Option<Value>,
+    /// When the request was written (seconds since the epoch), if it was
+    /// and no answer came.
+    pub written_at: Option<f64>,
+}
+
+/// Prints what `done` says (`json`: the envelope) and returns the exit
+/// status. `what` names the request in messages.
+pub fn finish(
+    command: &[OsString],
+    what: &str,
+    json: bool,
+    final_bound: Duration,
+    done: Done,
+    text: impl FnOnce(&Value) -> String,
+) -> Status {
+    let outcome = done.outcome();
+    let status = Status::of_call(outcome);
+    let received = done
+        .received
+        .map(|signal| format!(" ({signal} received)"))
+        .unwrap_or_default();
+    let mut error = None;
+    let mut request_id = None;
+    let result = match done.answer {
+        Ok(value) => Some(value),
+        Err(failure) => {
+            let detail = detail(failure);
+            say!("{what}: {}{received}", detail.message);
+            if let Some(id) = detail.request_id.clone() {
+                request_id = Some(id);
+            }
+            error = Some(detail.error);
+            None
+        }
+    };
+    if outcome == CallOutcome::ToolError {
+        say!("{what}: the tool reported an error (isError)");
+    }
+    let cleanup = match done.teardown.as_ref().and_then(|t| t.finished.as_ref()) {
+        Some(finished) => {
+            tell_leftovers(&finished.report, "of the server ", "", final_bound);
+            Cleanup::of(finished, Vec::new())
+        }
+        None => Cleanup {
+            notes: vec![
+                "the server never connected: its tree was ended before the connect failed, \
+                 and no cleanup report came back"
+                    .into(),
+            ],
+            ..Cleanup::default()
+        },
+    };
+    let printed = if json {
+        let envelope = Envelope {
+            version: VERSION,
+            command: command
+                .iter()
+                .map(|arg| arg.to_string_lossy().into_owned())
+                .collect(),
+            outcome,
+            exit_status: status.code(),
+            request_id,
+            result,
+            error,
+            cleanup,
+        };
+        serde_json::to_string_pretty(&envelope).unwrap_or_default()
+    } else {
+        result.as_ref().map(text).unwrap_or_default()
+    };
+    print(&printed);
+    status
+}
+
+/// The envelope's `error` and the request id of a failure.
+struct Detailed {
+    message: String,
+    request_id: Option<Value>,
+    error: ErrorDetail,
+}
+
+fn detail(failure: Failure) -> Detailed {
+    let mut error = ErrorDetail {
+        message: String::new(),
+        code: None,
+        data: None,
+        written_at: None,
+    };
+    let mut request_id = None;
+    error.message = match failure {
+        Failure::Setup(cause) => format!("{cause:#}"),
+        Failure::Connect(cause) => format!("{:#}", anyhow::Error::new(cause)),
+        Failure::Call(cause) => {
+            let message = cause.to_string();
+            match cause {
+                CallError::Rpc { code, data, .. } => {
+                    error.code = Some(code);
+                    error.data = data;
+                }
+                CallError::OutcomeUnknown {
+                    request_id: id,
+                    written_at,
+                    ..
+                } => {
+                    request_id = serde_json::to_value(id).ok();
+                    error.written_at = written_at
+                        .duration_since(SystemTime::UNIX_EPOCH)
+                        .ok()
+                        .map(|since| since.as_secs_f64());
+                }
+                _ => {}
+            }
+            message
+        }
+    };
+    Detailed {
+        message: error.message.clone(),
+        request_id,
+        error,
+    }
+}
+
+/// The text of a tool's result: its text blocks joined by newlines, or its
+/// `structuredContent` as JSON if it has none.
+pub fn call_text(result: &Value) -> String {
+    let texts: Vec<&str> = result["content"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter(|block| block["type"] == "text")
+        .filter_map(|block| block["text"].as_str())
+        .collect();
+    if texts.is_empty()
+        && let Some(structured) = result.get("structuredContent")
+    {
+        return structured.to_string();
+    }
+    texts.join("\n")
+}
+
+/// The tools, one per line: the name, two spaces or more, the first line
+/// of the description; escaped for the terminal (the server's words).
+pub fn list_text(result: &Value) -> String {
+    let tools = result["tools"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let rows: Vec<(String, String)> = tools
+        .iter()
+        .map(|tool| {
+            let name = printable(tool["name"].as_str().unwrap_or_default()).into_owned();
+            let description = tool["description"].as_str().unwrap_or_default();
+            let first = description.lines().next().unwrap_or_default().trim();
+            (name, printable(first).into_owned())
+        })
+        .collect();
+    let width = rows
+        .iter()
+        .map(|(name, _)| name.chars().count())
+        .max()
+        .unwrap_or(0);
+    rows.iter()
+        .map(|(name, description)| {
+            format!("{name:<width$}  {description}")
+                .trim_end()
+                .to_owned()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Writes `text` and a final newline (none for no text) to standard output;
+/// a closed output is not an error of the request.
+fn print(text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    let mut stdout = io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    if !text.ends_with('\n') {
+        let _ = stdout.write_all(b"\n");
+    }
+    let _ = stdout.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn text_blocks_are_joined_by_newlines_and_others_skipped() {
+        let result = json!({"content": [
+            {"type": "text", "text": "one"},
+            {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+            {"type": "text", "text": "two"},
+        ]});
+        assert_eq!(call_text(&result), "one\ntwo");
+    }
+
+    #[test]
+    fn structured_content_is_printed_when_there_is_no_text() {
+        let result = json!({"content": [], "structuredContent": {"a": 1}});
+        assert_eq!(call_text(&result), r#"{"a":1}"#);
+    }
+
+    #[test]
+    fn tools_are_listed_with_the_first_line_of_their_description_escaped() {
+        let result = json!({"tools": [
+            {"name": "echo", "description": "Echoes.\nMore.", "inputSchema": {}},
+            {"name": "long-name", "inputSchema": {}},
+            {"name": "evil", "description": "\u{1b}[31mred", "inputSchema": {}},
+        ]});
+        let text = list_text(&result);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "echo       Echoes.");
+        assert_eq!(lines[1], "long-name");
+        assert!(!lines[2].contains('\u{1b}'), "{text:?}");
+    }
+}

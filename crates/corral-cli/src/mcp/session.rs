@@ -1,0 +1,209 @@
+//! One request to an MCP server, for `corral mcp call` and `corral mcp
+//! list`: connect (the server spawned as an owned tree), send the request
+//! under `--timeout` and the signals, then always close the connection and
+//! wait for its teardown, so that the server's whole tree is gone before
+//! corral exits, whatever happened.
+//!
+//! A signal ([`signals::CLIENT`]) cancels whatever runs: the connect (then
+//! nothing was sent) or the call (then the outcome is unknown if the request
+//! was written, not sent otherwise). The library decides which, and tears
+//! the connection down before it answers.
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use corral::{Signal, host::SignalWatch};
+use corral_mcp::client::{
+    CallError, CallOptions, ConnectError, ConnectOptions, Connection, Teardown,
+};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    cli::{ClientArgs, ServerTarget, ServerTreeArgs},
+    kit::{
+        exit::CallOutcome,
+        signals::{self, Watch},
+    },
+};
+
+/// The one request a session sends.
+#[derive(Debug, Clone)]
+pub enum Request {
+    /// `tools/call`.
+    Call {
+        /// The tool.
+        tool: String,
+        /// Its arguments.
+        arguments: Option<Map<String, Value>>,
+    },
+    /// `tools/list`, every page: answered as `{"tools": [...]}`.
+    List,
+}
+
+/// Why a session has no answer.
+#[derive(Debug)]
+pub enum Failure {
+    /// corral could not start (signal handlers, parent already gone).
+    Setup(anyhow::Error),
+    /// The server could not be started or connected; its tree is gone.
+    Connect(ConnectError),
+    /// The request failed (see [`CallError`]).
+    Call(CallError),
+}
+
+/// What a session did.
+#[derive(Debug)]
+pub struct Done {
+    /// The server's answer (a `CallToolResult` or `{"tools": [...]}`) as
+    /// JSON, or why there is none.
+    pub answer: Result<Value, Failure>,
+    /// The connection's teardown, once it finished (`None` if it never
+    /// connected: the library ended the tree before it returned the error).
+    pub teardown: Option<Arc<Teardown>>,
+    /// The signal that cancelled the session, if one did.
+    pub received: Option<Signal>,
+}
+
+impl Done {
+    /// How the request ended.
+    pub fn outcome(&self) -> CallOutcome {
+        match &self.answer {
+            Ok(value) if value.get("isError") == Some(&Value::Bool(true)) => CallOutcome::ToolError,
+            Ok(_) => CallOutcome::Ok,
+            Err(Failure::Setup(_) | Failure::Connect(_)) => CallOutcome::NotSent,
+            Err(Failure::Call(CallError::NotSent { .. })) => CallOutcome::NotSent,
+            Err(Failure::Call(CallError::Rpc { .. } | CallError::InvalidResult(_))) => {
+                CallOutcome::Error
+            }
+            // OutcomeUnknown, and any kind the library adds later: corral
+            // cannot claim the request was not sent.
+            Err(Failure::Call(_)) => CallOutcome::Unknown,
+        }
+    }
+}
+
+/// Runs `request` against the server of `args` as one session.
+pub async fn run(args: &ClientArgs, parent: i32, request: Request) -> Done {
+    let failed = |failure| Done {
+        answer: Err(failure),
+        teardown: None,
+        received: None,
+    };
+    let watch = match signals::install(&signals::CLIENT, parent) {
+        Ok(Watch::Armed(watch)) => watch,
+        Ok(Watch::ParentGone) => {
+            return failed(Failure::Setup(anyhow::anyhow!(
+                "the parent process is already gone; the server was not started"
+            )));
+        }
+        Err(error) => return failed(Failure::Setup(error)),
+    };
+    let mut guard = Guard {
+        watch,
+        cancel: CancellationToken::new(),
+        received: None,
+    };
+    let connected = match args.target() {
+        ServerTarget::Stdio(command) => {
+            let command = server_command(&command, &args.tree);
+            let options = connect_options(args, guard.cancel.clone());
+            guard.run(Connection::spawn(command, options)).await
+        }
+    };
+    let connection = match connected {
+        Ok(connection) => connection,
+        Err(error) => {
+            return Done {
+                answer: Err(Failure::Connect(error)),
+                teardown: None,
+                received: guard.received,
+            };
+        }
+    };
+    tracing::info!(
+        pid = connection.server_pid(),
+        "connected; sending the request"
+    );
+    let options = call_options(args.timeout, guard.cancel.clone());
+    let answer = guard.run(send(&connection, request, &options)).await;
+    // Whatever the answer, the tree goes before corral does.
+    let teardown = connection.close().await;
+    Done {
+        answer: answer.map_err(Failure::Call),
+        teardown,
+        received: guard.received,
+    }
+}
+
+/// Sends the request and returns its answer as JSON.
+async fn send(
+    connection: &Connection,
+    request: Request,
+    options: &CallOptions,
+) -> Result<Value, CallError> {
+    let invalid = |error: serde_json::Error| CallError::InvalidResult(error.to_string());
+    match request {
+        Request::Call { tool, arguments } => {
+            let result = connection.call_tool(&tool, arguments, options).await?;
+            serde_json::to_value(result).map_err(invalid)
+        }
+        Request::List => {
+            let tools = connection.list_tools(options).await?;
+            Ok(json!({ "tools": serde_json::to_value(tools).map_err(invalid)? }))
+        }
+    }
+}
+
+/// The server command as corral runs it: the tree's policy from the
+/// options (its stdio is set by the connection).
+fn server_command(command: &[std::ffi::OsString], tree: &ServerTreeArgs) -> corral::Command {
+    // clap requires at least one word after `--`.
+    let (program, rest) = command.split_first().expect("a server command");
+    corral::Command::new(program)
+        .args(rest)
+        .grace(tree.kill_after)
+        .final_bound(tree.final_bound)
+        .backend(tree.backend)
+}
+
+fn connect_options(args: &ClientArgs, cancel: CancellationToken) -> ConnectOptions {
+    let mut options = ConnectOptions::default();
+    if let Some(limit) = args.connect_timeout {
+        options.discover_timeout = limit;
+        options.initialize_timeout = limit;
+    }
+    options.close_grace = args.tree.close_grace;
+    options.cancel = cancel;
+    options
+}
+
+fn call_options(timeout: Duration, cancel: CancellationToken) -> CallOptions {
+    let mut options = CallOptions::default().cancel_on(cancel);
+    options.timeout = (!timeout.is_zero()).then_some(timeout);
+    options
+}
+
+/// Runs futures while watching the signals: the first one cancels the
+/// token (which the connect and the call watch) and is remembered; the
+/// future still runs to its end, which the library makes come soon.
+struct Guard {
+    watch: SignalWatch,
+    cancel: CancellationToken,
+    received: Option<Signal>,
+}
+
+impl Guard {
+    async fn run<T>(&mut self, work: impl Future<Output = T>) -> T {
+        let mut work = std::pin::pin!(work);
+        loop {
+            tokio::select! {
+                output = &mut work => return output,
+                signal = self.watch.recv(), if self.received.is_none() => {
+                    tracing::info!(%signal, "cancelling the request");
+                    self.received = Some(signal);
+                    self.cancel.cancel();
+                }
+            }
+        }
+    }
+}
