@@ -258,12 +258,19 @@ pub struct ServerTreeArgs {
     pub backend: BackendChoice,
 }
 
-/// Which MCP server a client subcommand talks to. Today only a command run
-/// as an owned tree (after `--`); `--url` (HTTP) will be a second variant.
+/// Which MCP server a client subcommand talks to: a command run as an owned
+/// tree (after `--`), or a streamable HTTP endpoint (`--url`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerTarget {
     /// A stdio server: this command and its arguments.
     Stdio(Vec<OsString>),
+    /// A streamable HTTP endpoint, with the headers to send.
+    Http {
+        /// The endpoint, e.g. `http://127.0.0.1:3001/mcp`.
+        url: String,
+        /// `(name, value)` pairs from `--header`.
+        headers: Vec<(String, String)>,
+    },
 }
 
 /// What `corral mcp call` and `corral mcp list` share: the server, its
@@ -292,8 +299,18 @@ pub struct ClientArgs {
     #[arg(short, long)]
     pub verbose: bool,
 
+    /// A streamable HTTP MCP endpoint to connect to instead of a server
+    /// command (plain http://; there is no process tree to end).
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    pub url: Option<String>,
+
+    /// A header sent with every HTTP request, e.g. 'Authorization: Bearer
+    /// TOKEN' (with --url; repeatable).
+    #[arg(long = "header", value_name = "NAME: VALUE", value_parser = parse_header, requires = "url")]
+    pub headers: Vec<(String, String)>,
+
     /// The server command and its arguments, after `--`.
-    #[arg(last = true, required = true, num_args = 1.., value_name = "SERVER_COMMAND",
+    #[arg(last = true, required_unless_present = "url", num_args = 1.., value_name = "SERVER_COMMAND",
           allow_hyphen_values = true)]
     pub command: Vec<OsString>,
 }
@@ -301,7 +318,25 @@ pub struct ClientArgs {
 impl ClientArgs {
     /// The server to connect to.
     pub fn target(&self) -> ServerTarget {
-        ServerTarget::Stdio(self.command.clone())
+        match &self.url {
+            Some(url) => ServerTarget::Http {
+                url: url.clone(),
+                headers: self.headers.clone(),
+            },
+            None => ServerTarget::Stdio(self.command.clone()),
+        }
+    }
+}
+
+/// Parses `--header 'NAME: VALUE'`.
+fn parse_header(input: &str) -> Result<(String, String), String> {
+    match input.split_once(':') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_owned(), value.trim().to_owned()))
+        }
+        _ => Err(format!(
+            "{input:?} is not a header: write it as 'NAME: VALUE', e.g. 'Authorization: Bearer TOKEN'"
+        )),
     }
 }
 

@@ -337,3 +337,99 @@ fn args_json_that_is_not_an_object_is_refused_125_before_anything_runs() {
         assert!(!marker.exists(), "{bad}: the server command ran");
     }
 }
+
+/// server-everything serving streamable HTTP on a free loopback port, under
+/// a guard; its URL once it listens.
+fn everything_over_http(guard: &mut Guard) -> String {
+    require_peers();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let child = Command::new("node")
+        .arg(server_everything())
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting server-everything");
+    guard.watch(Proc::of(i32::try_from(child.id()).expect("a pid")).expect("it runs"));
+    let listening = wait_until(Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert!(listening, "server-everything did not listen on {port}");
+    format!("http://127.0.0.1:{port}/mcp")
+}
+
+#[test]
+fn url_lists_and_calls_a_streamable_http_server() {
+    let mut guard = Guard::of([]);
+    let url = everything_over_http(&mut guard);
+    let listed = run(&["list", "--url", &url], &[]);
+    assert_eq!(listed.code(), Some(0), "stderr: {}", listed.stderr);
+    assert!(
+        listed.stdout.lines().any(|line| line.starts_with("echo ")),
+        "{}",
+        listed.stdout
+    );
+    let called = run(
+        &[
+            "call",
+            "--json",
+            "--url",
+            &url,
+            "--header",
+            "X-Test: yes",
+            "echo",
+            r#"{"message": "over http"}"#,
+        ],
+        &[],
+    );
+    assert_eq!(called.code(), Some(0), "stderr: {}", called.stderr);
+    let envelope = called.json();
+    assert_eq!(envelope["outcome"], "ok");
+    assert_eq!(envelope["url"], url.as_str());
+    assert_eq!(envelope["result"]["content"][0]["text"], "Echo: over http");
+}
+
+#[test]
+fn url_and_a_server_command_together_are_refused() {
+    let ran = run(
+        &["list", "--url", "http://127.0.0.1:1/mcp", "--", "true"],
+        &[],
+    );
+    assert_eq!(ran.code(), Some(125), "stderr: {}", ran.stderr);
+    let ran = run(
+        &[
+            "list",
+            "--header",
+            "nocolon",
+            "--url",
+            "http://127.0.0.1:1/mcp",
+        ],
+        &[],
+    );
+    assert_eq!(ran.code(), Some(125), "stderr: {}", ran.stderr);
+    assert!(ran.stderr.contains("NAME: VALUE"), "{}", ran.stderr);
+}
+
+#[test]
+fn a_url_nothing_listens_on_is_not_sent_125() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let ran = run(
+        &[
+            "call",
+            "--url",
+            &format!("http://127.0.0.1:{port}/mcp"),
+            "echo",
+        ],
+        &[],
+    );
+    assert_eq!(ran.code(), Some(125), "stderr: {}", ran.stderr);
+    assert!(ran.stderr.contains(&port.to_string()), "{}", ran.stderr);
+}

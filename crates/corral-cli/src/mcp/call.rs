@@ -52,6 +52,7 @@ fn one(
         let done = session::run(args, parent, request).await;
         Ok(output::finish(
             &args.command,
+            args.url.as_deref(),
             what,
             args.json,
             args.tree.final_bound,

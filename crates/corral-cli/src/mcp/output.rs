@@ -26,8 +26,11 @@ use crate::{
 pub struct Envelope {
     /// Always [`VERSION`].
     pub version: u32,
-    /// The server command (lossy UTF-8).
+    /// The server command (lossy UTF-8); empty with `--url`.
     pub command: Vec<String>,
+    /// The HTTP endpoint (`--url`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     /// How the request ended.
     pub outcome: CallOutcome,
     /// The status corral exits with.
@@ -63,6 +66,7 @@ pub struct ErrorDetail {
 /// status. `what` names the request in messages.
 pub fn finish(
     command: &[OsString],
+    url: Option<&str>,
     what: &str,
     json: bool,
     final_bound: Duration,
@@ -113,6 +117,7 @@ pub fn finish(
                 .iter()
                 .map(|arg| arg.to_string_lossy().into_owned())
                 .collect(),
+            url: url.map(str::to_owned),
             outcome,
             exit_status: status.code(),
             request_id,

@@ -13,7 +13,7 @@ use std::{future::Future, sync::Arc, time::Duration};
 
 use corral::{Signal, host::SignalWatch};
 use corral_mcp::client::{
-    CallError, CallOptions, ConnectError, ConnectOptions, Connection, Teardown,
+    CallError, CallOptions, ConnectError, ConnectOptions, Connection, HttpOptions, Teardown,
 };
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
@@ -108,6 +108,12 @@ pub async fn run(args: &ClientArgs, parent: i32, request: Request) -> Done {
             let command = server_command(&command, &args.tree);
             let options = connect_options(args, guard.cancel.clone());
             guard.run(Connection::spawn(command, options)).await
+        }
+        ServerTarget::Http { url, headers } => {
+            let mut http = HttpOptions::default();
+            http.headers = headers;
+            let options = connect_options(args, guard.cancel.clone());
+            guard.run(Connection::http(&url, http, options)).await
         }
     };
     let connection = match connected {
