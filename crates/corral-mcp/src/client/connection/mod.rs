@@ -1,0 +1,270 @@
+//! One connection: its wire (a server spawned as an owned tree, an adopted
+//! one, or bare streams), its two tasks, the handshake, and the one
+//! teardown every exit path reaches.
+//!
+//! A connection is run by a supervisor task from the first step: it spawns
+//! the server, starts the writer and the reader, runs the handshake, serves,
+//! and tears down. Whatever ends the connection (a failed or cancelled
+//! handshake, a caller that dropped the connect, `close`, the manager's
+//! shutdown, the handle dropped, the server's output ending, the server
+//! exiting, a failed write), the supervisor runs [`teardown`] and only then
+//! publishes the result. A caller who cancels (or drops) a connect or a
+//! close never cuts the teardown short: it runs in the supervisor, and a
+//! caller still waiting hears back after it finished.
+//!
+//! The teardown's postcondition: the writer and reader tasks finished, the
+//! outbound queue dropped, every waiting call answered (not sent, or outcome
+//! unknown), the server's whole tree gone (stdin closed, `close_grace`, then
+//! corral's policy: `SIGTERM`, grace, `SIGKILL`, final bound), and the
+//! connection removed from its manager. Over HTTP there is no tree: the
+//! teardown ends the session (`DELETE`, within `close_grace`) and closes
+//! every open answer.
+//!
+//! - `supervise`: the supervisor task, from the spawn to the published
+//!   teardown; `teardown`: the one teardown and what it reports.
+
+mod supervise;
+mod teardown;
+
+use std::sync::Arc;
+
+use rmcp::model::{CallToolResult, ListToolsResult, Tool};
+use serde_json::{Map, Value, json};
+use tokio::{
+    io::{AsyncRead, AsyncWrite},
+    sync::watch,
+};
+
+use super::{
+    core::{Core, ReadStats},
+    handshake::PeerInfo,
+    options::{CallOptions, ConnectOptions, HttpOptions},
+    outcome::{CallError, ConnectError, Ended},
+    tasks::TaskCount,
+};
+use crate::message::Id;
+
+use supervise::{CloseOnDrop, Closer};
+pub(crate) use supervise::{Launch, OnEnd, open};
+pub use teardown::Teardown;
+
+/// A live connection to one MCP server.
+///
+/// Dropping it ends the connection (the whole teardown runs in its
+/// supervisor task; see [`Connection::close`] to wait for it).
+#[derive(Debug)]
+pub struct Connection {
+    core: Arc<Core>,
+    peer: PeerInfo,
+    pid: Option<i32>,
+    closer: Closer,
+    done: watch::Receiver<Option<Arc<Teardown>>>,
+    _guard: CloseOnDrop,
+}
+
+impl Connection {
+    /// Spawns `command` as an owned tree (every backend of corral; its
+    /// stdin, stdout and stderr are set to pipes) and connects to it.
+    ///
+    /// # Errors
+    /// [`ConnectError`]; the server's whole tree is gone when it is
+    /// returned.
+    ///
+    /// # Cancel safety
+    /// Dropping the future (or cancelling `options.cancel`) tears the
+    /// connection down; with the token, the error comes after the teardown
+    /// finished.
+    pub async fn spawn(
+        command: corral::Command,
+        options: ConnectOptions,
+    ) -> Result<Self, ConnectError> {
+        open(Launch::Spawn(command), options, &TaskCount::default(), None).await
+    }
+
+    /// Connects to a server the caller spawned with corral (stdin and stdout
+    /// piped; stderr piped too if its tail should explain a failed
+    /// handshake). The connection owns the tree from now on.
+    ///
+    /// # Errors
+    /// As [`Connection::spawn`].
+    pub async fn adopt(
+        child: corral::Child,
+        options: ConnectOptions,
+    ) -> Result<Self, ConnectError> {
+        open(Launch::Adopt(child), options, &TaskCount::default(), None).await
+    }
+
+    /// Connects over bare streams (no process: the teardown closes `output`
+    /// and waits up to `close_grace` for `input` to end).
+    ///
+    /// # Errors
+    /// As [`Connection::spawn`].
+    pub async fn attach<R, W>(
+        input: R,
+        output: W,
+        options: ConnectOptions,
+    ) -> Result<Self, ConnectError>
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        let launch = Launch::Streams {
+            input: Box::new(input),
+            output: Box::new(output),
+        };
+        open(launch, options, &TaskCount::default(), None).await
+    }
+
+    /// Connects to a streamable HTTP endpoint (`http://` only: no TLS in
+    /// this build). The teardown ends the session (`DELETE`, within
+    /// `close_grace`) and closes every open answer.
+    ///
+    /// # Errors
+    /// [`ConnectError::Http`] for a URL or header that cannot be used, or a
+    /// server that cannot be reached; [`ConnectError::Handshake`] for a
+    /// server that refuses the handshake. Every task is gone when it is
+    /// returned.
+    ///
+    /// # Cancel safety
+    /// As [`Connection::spawn`].
+    pub async fn http(
+        url: &str,
+        http: HttpOptions,
+        options: ConnectOptions,
+    ) -> Result<Self, ConnectError> {
+        let launch = Launch::Http {
+            url: url.to_owned(),
+            options: http,
+        };
+        open(launch, options, &TaskCount::default(), None).await
+    }
+
+    /// What the handshake learnt.
+    pub fn peer(&self) -> &PeerInfo {
+        &self.peer
+    }
+
+    /// The server's pid (the leader of its tree), if this connection started
+    /// or adopted one.
+    pub fn server_pid(&self) -> Option<i32> {
+        self.pid
+    }
+
+    /// What the reader read and dropped so far.
+    pub fn stats(&self) -> ReadStats {
+        self.core.stats()
+    }
+
+    /// Requests waiting for their answer.
+    pub fn in_flight(&self) -> usize {
+        self.core.in_flight()
+    }
+
+    /// Why the connection ended, once it did.
+    pub fn ended(&self) -> Option<Ended> {
+        self.core.ended()
+    }
+
+    /// Sends any request and waits for its result.
+    ///
+    /// # Errors
+    /// [`CallError`]: not sent, outcome unknown, or the server's error.
+    ///
+    /// # Cancel safety
+    /// Dropping the future gives the call up: if the request was written,
+    /// `notifications/cancelled` is sent for it; if not, it is never
+    /// written. Nothing is ever sent twice.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        options: &CallOptions,
+    ) -> Result<Value, CallError> {
+        self.core.request(method, params, options).await
+    }
+
+    /// Calls a tool. A result with `isError: true` is the tool's own error
+    /// and comes back as `Ok`.
+    ///
+    /// Nothing is retried, ever: a deadline, a cancellation or a dropped
+    /// future after the request was written gives
+    /// [`CallError::OutcomeUnknown`], and what the server did is not undone.
+    ///
+    /// # Errors
+    /// As [`Connection::request`], and [`CallError::InvalidResult`].
+    ///
+    /// # Cancel safety
+    /// As [`Connection::request`].
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+        options: &CallOptions,
+    ) -> Result<CallToolResult, CallError> {
+        let mut params = json!({"name": name});
+        if let Some(arguments) = arguments {
+            params["arguments"] = Value::Object(arguments);
+        }
+        let result = self
+            .core
+            .request("tools/call", Some(params), options)
+            .await?;
+        serde_json::from_value(result).map_err(|error| CallError::InvalidResult(error.to_string()))
+    }
+
+    /// Lists the server's tools (every page, each under `options`).
+    ///
+    /// # Errors
+    /// As [`Connection::call_tool`].
+    pub async fn list_tools(&self, options: &CallOptions) -> Result<Vec<Tool>, CallError> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        // A server that pages for ever is cut off.
+        for _ in 0..1000 {
+            let params = cursor.as_ref().map(|cursor| json!({"cursor": cursor}));
+            let result = self.core.request("tools/list", params, options).await?;
+            let page: ListToolsResult = serde_json::from_value(result)
+                .map_err(|error| CallError::InvalidResult(error.to_string()))?;
+            tools.extend(page.tools);
+            match page.next_cursor {
+                Some(next) if !next.is_empty() => cursor = Some(next),
+                _ => return Ok(tools),
+            }
+        }
+        Err(CallError::InvalidResult(
+            "tools/list: more than 1,000 pages".into(),
+        ))
+    }
+
+    /// Closes the connection and waits for the teardown. Later calls get
+    /// [`CallError::NotSent`]; calls in flight get
+    /// [`CallError::OutcomeUnknown`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future does not stop the teardown, which
+    /// runs in the connection's supervisor task.
+    pub async fn close(&self) -> Option<Arc<Teardown>> {
+        self.closer.close(Ended::Disconnected);
+        self.closed().await
+    }
+
+    /// Closes with `why` (the manager's reasons).
+    pub(crate) async fn close_for(&self, why: Ended) -> Option<Arc<Teardown>> {
+        self.closer.close(why);
+        self.closed().await
+    }
+
+    /// Waits until the connection ended, whatever ended it, and its
+    /// teardown finished. `None` if the runtime shut down first (its tasks
+    /// were dropped; corral then ends the tree on its own).
+    pub async fn closed(&self) -> Option<Arc<Teardown>> {
+        let mut done = self.done.clone();
+        done.wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|done| done.clone())
+    }
+}
+
+/// The request id type, for callers matching [`CallError::OutcomeUnknown`].
+pub type RequestId = Id;

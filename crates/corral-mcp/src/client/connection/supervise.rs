@@ -1,0 +1,395 @@
+//! The supervisor task of one connection: it opens the wire, starts the
+//! writer and the reader, runs the handshake, serves until something ends
+//! the connection, runs the one teardown, and only then publishes it.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use corral::{Input, Output};
+use tokio::{
+    io::{AsyncRead, AsyncWrite},
+    sync::{oneshot, watch},
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{
+    core::{Core, ReadStats, lock},
+    handshake::{PeerInfo, handshake},
+    http::{self, Endpoint},
+    lines::{self, ReaderEnd, WriterEnd},
+    options::{ConnectOptions, HttpOptions},
+    outcome::{ConnectError, Ended},
+    tasks::{self, Alive, TaskCount},
+};
+
+use super::{
+    Connection,
+    teardown::{Parts, Teardown, Tree, teardown},
+};
+
+/// How a connection reaches its server.
+pub(crate) enum Launch {
+    /// Spawn this command as an owned tree (its stdio is set to pipes).
+    Spawn(corral::Command),
+    /// A tree spawned by the caller with piped stdin and stdout.
+    Adopt(corral::Child),
+    /// Bare streams; no process to end.
+    Streams {
+        input: Box<dyn AsyncRead + Send + Unpin>,
+        output: Box<dyn AsyncWrite + Send + Unpin>,
+    },
+    /// A streamable HTTP endpoint; no process to end.
+    Http { url: String, options: HttpOptions },
+}
+
+/// Called once the teardown finished, before it is published (the manager
+/// removes the connection here).
+pub(crate) type OnEnd = Box<dyn FnOnce(&Teardown) + Send>;
+
+/// Who asked the connection to end, and why.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Closer {
+    reason: Arc<Mutex<Option<Ended>>>,
+    token: CancellationToken,
+}
+
+impl Closer {
+    /// Asks for the teardown; the first reason wins.
+    pub(crate) fn close(&self, why: Ended) {
+        lock(&self.reason).get_or_insert(why);
+        self.token.cancel();
+    }
+
+    fn reason(&self) -> Ended {
+        lock(&self.reason).clone().unwrap_or(Ended::Dropped)
+    }
+}
+
+/// Closes the connection when dropped (the handle's drop is synchronous: it
+/// only cancels a token the supervisor watches).
+#[derive(Debug)]
+pub(super) struct CloseOnDrop(pub(super) Closer);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close(Ended::Dropped);
+    }
+}
+
+/// What the supervisor hands the caller once the handshake succeeded.
+struct Connected {
+    core: Arc<Core>,
+    peer: PeerInfo,
+    pid: Option<i32>,
+    guard: CloseOnDrop,
+}
+
+/// Starts a connection's supervisor and waits for the handshake.
+pub(crate) async fn open(
+    launch: Launch,
+    options: ConnectOptions,
+    tasks: &TaskCount,
+    on_end: Option<OnEnd>,
+) -> Result<Connection, ConnectError> {
+    let (reply, answer) = oneshot::channel();
+    let (done_tx, done) = watch::channel(None);
+    let closer = Closer::default();
+    let count = tasks.clone();
+    let closing = closer.clone();
+    tasks::spawn_releasing(tasks, move |alive| {
+        supervise(
+            launch, options, count, closing, reply, done_tx, on_end, alive,
+        )
+    });
+    match answer.await {
+        Ok(Ok(connected)) => Ok(Connection {
+            core: connected.core,
+            peer: connected.peer,
+            pid: connected.pid,
+            closer,
+            done,
+            _guard: connected.guard,
+        }),
+        Ok(Err(error)) => Err(error),
+        Err(_) => Err(ConnectError::Cancelled),
+    }
+}
+
+impl Parts {
+    /// Waits for the first of: the writer ending, the reader ending, the
+    /// tree's leader exiting. Pending for ever once all have.
+    async fn ended(&mut self) -> Ended {
+        let writer = async {
+            match self.writer.as_mut() {
+                Some(writer) => writer.await,
+                None => std::future::pending().await,
+            }
+        };
+        let reader = async {
+            match self.reader.as_mut() {
+                Some(reader) => reader.await,
+                None => std::future::pending().await,
+            }
+        };
+        let tree = async {
+            match self.tree.as_mut() {
+                Some(tree) if tree.finished.is_none() => (&mut tree.wait).await,
+                _ => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            end = writer => {
+                self.writer = None;
+                match end {
+                    Ok(WriterEnd::Failed(why)) => Ended::WriteFailed(why),
+                    Ok(end) => Ended::WriteFailed(format!("the writer stopped ({end:?})")),
+                    Err(error) => Ended::WriteFailed(format!("the writer task failed: {error}")),
+                }
+            }
+            end = reader => {
+                self.reader = None;
+                match end {
+                    Ok(ReaderEnd::Eof) => Ended::ReadLoopEnded("end of file".into()),
+                    Ok(ReaderEnd::Failed(why)) => Ended::ReadLoopEnded(why),
+                    Err(error) => Ended::ReadLoopEnded(format!("the reader task failed: {error}")),
+                }
+            }
+            result = tree => match result {
+                Ok(finished) => {
+                    let how = format!("{:?}", finished.outcome);
+                    if let Some(tree) = self.tree.as_mut() {
+                        tree.finished = Some(finished);
+                    }
+                    Ended::ServerExited(how)
+                }
+                Err(error) => {
+                    if let Some(tree) = self.tree.as_mut() {
+                        // Not waited on again: corral lost the child.
+                        tree.wait = Box::pin(std::future::pending());
+                    }
+                    self.supervise_failed = Some(error.to_string());
+                    Ended::ServerExited(format!("supervising it failed: {error}"))
+                }
+            },
+        }
+    }
+}
+
+/// The connection's whole life, in its supervisor task.
+#[allow(clippy::too_many_arguments)]
+async fn supervise(
+    launch: Launch,
+    options: ConnectOptions,
+    tasks: TaskCount,
+    closer: Closer,
+    reply: oneshot::Sender<Result<Connected, ConnectError>>,
+    done: watch::Sender<Option<Arc<Teardown>>>,
+    on_end: Option<OnEnd>,
+    alive: Alive,
+) {
+    let mut reply = reply;
+    let done = Done {
+        done,
+        on_end,
+        alive,
+    };
+    let (core, queue) = Core::new(options.queue, options.max_in_flight, options.stderr_tail);
+    let link = match launch {
+        Launch::Spawn(command) => {
+            let spawned = command
+                .stdin(Input::Piped)
+                .stdout(Output::Piped)
+                .stderr(Output::Piped)
+                .spawn()
+                .await;
+            match spawned {
+                Ok(child) => match piped(child) {
+                    Ok(parts) => Link::Stdio(Box::new(parts)),
+                    Err(error) => return fail(reply, done, error),
+                },
+                Err(error) => return fail(reply, done, ConnectError::Spawn(error)),
+            }
+        }
+        Launch::Adopt(child) => match piped(child) {
+            Ok(parts) => Link::Stdio(Box::new(parts)),
+            Err(error) => return fail(reply, done, error),
+        },
+        Launch::Streams { input, output } => {
+            Link::Stdio(Box::new((input, output, None, None, None)))
+        }
+        Launch::Http { url, options: http } => match Endpoint::new(&url, &http) {
+            Ok(endpoint) => Link::Http(Arc::new(endpoint)),
+            Err(error) => return fail(reply, done, error),
+        },
+    };
+    let stop_writer = CancellationToken::new();
+    let (writer, reader, tree, pid, http) = match link {
+        Link::Stdio(wire) => {
+            let (input, output, stderr, tree, pid) = *wire;
+            let writer = tasks::spawn(
+                &tasks,
+                lines::write(core.clone(), queue, output, stop_writer.clone()),
+            );
+            let reader = tasks::spawn(
+                &tasks,
+                lines::read(core.clone(), input, stderr, options.max_frame_bytes),
+            );
+            (writer, reader, tree, pid, None)
+        }
+        Link::Http(endpoint) => {
+            let started = http::start(
+                &tasks,
+                &core,
+                queue,
+                endpoint.clone(),
+                stop_writer.clone(),
+                options.max_frame_bytes,
+            );
+            (started.writer, started.reader, None, None, Some(endpoint))
+        }
+    };
+    let mut parts = Parts {
+        core: core.clone(),
+        stop_writer,
+        writer: Some(writer),
+        reader: Some(reader),
+        tree,
+        supervise_failed: None,
+        http,
+    };
+
+    // The handshake, against everything that may end it first.
+    let shaken = tokio::select! {
+        biased;
+        () = options.cancel.cancelled() => Err(Ended::ConnectCancelled),
+        () = reply.closed() => Err(Ended::ConnectCancelled),
+        why = parts.ended() => Err(why),
+        result = handshake(&core, &options) => result.map_err(Ended::Handshake),
+    };
+    let why = match shaken {
+        Err(why) => {
+            let report = teardown(&mut parts, why.clone(), &options).await;
+            let stderr = lock(&core.stderr).text();
+            let error = match why {
+                Ended::ConnectCancelled => ConnectError::Cancelled,
+                // A server that cannot be reached says so, not its handshake.
+                Ended::Handshake(why) => match parts
+                    .http
+                    .as_ref()
+                    .and_then(|endpoint| Some((endpoint.url().to_owned(), endpoint.failure()?)))
+                {
+                    Some((url, failure)) => ConnectError::Http { url, why: failure },
+                    None => ConnectError::Handshake { why, stderr },
+                },
+                other => ConnectError::Handshake {
+                    why: other.to_string(),
+                    stderr,
+                },
+            };
+            // The caller hears back only after the teardown finished.
+            done.finish(report);
+            let _ = reply.send(Err(error));
+            return;
+        }
+        Ok(peer) => {
+            let connected = Connected {
+                core: core.clone(),
+                peer,
+                pid,
+                guard: CloseOnDrop(closer.clone()),
+            };
+            match reply.send(Ok(connected)) {
+                Ok(()) => {
+                    // Serve until something ends the connection.
+                    tokio::select! {
+                        biased;
+                        () = closer.token.cancelled() => closer.reason(),
+                        why = parts.ended() => why,
+                    }
+                }
+                // The caller stopped waiting at this very moment (dropping
+                // the unanswered handle only cancels a token).
+                Err(_) => Ended::ConnectCancelled,
+            }
+        }
+    };
+    let report = teardown(&mut parts, why, &options).await;
+    done.finish(report);
+}
+
+/// How the supervisor ends: the manager's hook, the task stops counting,
+/// then the teardown is published (so whoever it wakes sees the task count
+/// back at its baseline).
+struct Done {
+    done: watch::Sender<Option<Arc<Teardown>>>,
+    on_end: Option<OnEnd>,
+    alive: Alive,
+}
+
+impl Done {
+    fn finish(self, report: Teardown) {
+        if let Some(on_end) = self.on_end {
+            on_end(&report);
+        }
+        drop(self.alive);
+        self.done.send_replace(Some(Arc::new(report)));
+    }
+}
+
+/// A connection that never got a wire.
+fn fail(reply: oneshot::Sender<Result<Connected, ConnectError>>, done: Done, error: ConnectError) {
+    let report = Teardown {
+        ended: Ended::Handshake(error.to_string()),
+        finished: None,
+        stats: ReadStats::default(),
+        took: Duration::ZERO,
+    };
+    done.finish(report);
+    let _ = reply.send(Err(error));
+}
+
+/// A server's wire, before its tasks start.
+enum Link {
+    Stdio(Box<Wire>),
+    Http(Arc<Endpoint>),
+}
+
+type Wire = (
+    Box<dyn AsyncRead + Send + Unpin>,
+    Box<dyn AsyncWrite + Send + Unpin>,
+    Option<Box<dyn AsyncRead + Send + Unpin>>,
+    Option<Tree>,
+    Option<i32>,
+);
+
+/// The pipes and the tree of a spawned server.
+fn piped(mut child: corral::Child) -> Result<Wire, ConnectError> {
+    let pid = child.id();
+    let (Some(stdin), Some(stdout)) = (child.take_stdin(), child.take_stdout()) else {
+        // Dropping the child ends its tree.
+        return Err(ConnectError::Handshake {
+            why: "the server's stdin and stdout must be pipes (corral::Input::Piped, \
+                  corral::Output::Piped)"
+                .into(),
+            stderr: String::new(),
+        });
+    };
+    let stderr = child
+        .take_stderr()
+        .map(|stderr| Box::new(stderr) as Box<dyn AsyncRead + Send + Unpin>);
+    let control = child.control();
+    let tree = Tree {
+        control,
+        wait: Box::pin(child.wait()),
+        finished: None,
+    };
+    Ok((
+        Box::new(stdout),
+        Box::new(stdin),
+        stderr,
+        Some(tree),
+        Some(pid),
+    ))
+}
