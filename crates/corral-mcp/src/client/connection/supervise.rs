@@ -11,6 +11,7 @@ use corral::{Input, Output};
 use tokio::{
     io::{AsyncRead, AsyncWrite},
     sync::{oneshot, watch},
+    time::Instant,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -26,7 +27,7 @@ use crate::client::{
 
 use super::{
     Connection,
-    teardown::{Parts, Teardown, Tree, teardown},
+    teardown::{DRAIN, Parts, Teardown, Tree, teardown},
 };
 
 /// How a connection reaches its server.
@@ -261,12 +262,33 @@ async fn supervise(
     };
 
     // The handshake, against everything that may end it first.
-    let shaken = tokio::select! {
-        biased;
-        () = options.cancel.cancelled() => Err(Ended::ConnectCancelled),
-        () = reply.closed() => Err(Ended::ConnectCancelled),
-        why = parts.ended() => Err(why),
-        result = handshake(&core, &options) => result.map_err(Ended::Handshake),
+    let shaken = {
+        let mut shake = std::pin::pin!(handshake(&core, &options));
+        // The server exited: what it wrote before may still be in the pipe,
+        // so the handshake gets until the reader's end of file (bounded).
+        let mut exited: Option<(Ended, Instant)> = None;
+        loop {
+            let drained = exited.as_ref().map(|(_, by)| *by);
+            tokio::select! {
+                biased;
+                () = options.cancel.cancelled() => break Err(Ended::ConnectCancelled),
+                () = reply.closed() => break Err(Ended::ConnectCancelled),
+                // Before the wire's end: an answer read just before end of
+                // file completed the handshake (the end is handled once
+                // connected).
+                result = &mut shake => break result.map_err(Ended::Handshake),
+                why = parts.ended() => match (exited.take(), &why) {
+                    (None, Ended::ServerExited(_)) if parts.reader.is_some() => {
+                        exited = Some((why, Instant::now() + DRAIN));
+                    }
+                    (Some((first, _)), _) => break Err(first),
+                    (None, _) => break Err(why),
+                },
+                () = until(drained) => {
+                    break Err(exited.take().map_or_else(|| Ended::Dropped, |(why, _)| why));
+                }
+            }
+        }
     };
     let why = match shaken {
         Err(why) => {
@@ -317,6 +339,14 @@ async fn supervise(
     };
     let report = teardown(&mut parts, why, &options).await;
     done.finish(report);
+}
+
+/// Sleeps until `deadline`; pending for ever without one.
+async fn until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// How the supervisor ends: the manager's hook, the task stops counting,

@@ -21,7 +21,7 @@ use crate::client::{
 /// How long the server's output is still read once its tree is gone (every
 /// writer is gone then, so end of file comes at once unless a survivor holds
 /// the pipe).
-const DRAIN: Duration = Duration::from_millis(250);
+pub(super) const DRAIN: Duration = Duration::from_millis(250);
 
 /// What the teardown did.
 #[derive(Debug, Clone)]
