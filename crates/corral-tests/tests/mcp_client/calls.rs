@@ -137,31 +137,42 @@ async fn dropping_a_written_call_sends_its_cancellation() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_that_could_not_be_written_is_not_sent() {
-    // A peer that answers the handshake, then stops reading: the writer
-    // blocks on a full pipe, and the calls queued behind never go out.
+async fn a_call_that_could_not_be_written_is_not_sent_and_never_reaches_the_server() {
+    // A peer that answers the handshake, then reads nothing until told: the
+    // writer blocks on a full pipe, and a call queued behind it gives up.
+    // Then the peer reads (and answers) everything: the call that gave up
+    // must not be among what it read.
     let (client, server) = tokio::io::duplex(256);
     let (server_read, mut server_write) = tokio::io::split(server);
-    let peer = tokio::spawn(async move {
-        let mut lines = BufReader::new(server_read).lines();
-        let line = lines
-            .next_line()
-            .await
-            .ok()
-            .flatten()
-            .expect("the discover request");
-        let request: Value = serde_json::from_str(&line).expect("JSON");
-        let answer = serde_json::json!({"jsonrpc": "2.0", "id": request["id"], "result": {
-            "resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {},
-            "ttlMs": 0, "cacheScope": "private"}});
-        server_write
-            .write_all(format!("{answer}\n").as_bytes())
-            .await
-            .expect("answering");
-        // Keep both ends open, reading nothing more.
-        std::future::pending::<()>().await;
-        drop((lines, server_write));
-    });
+    let resume = std::sync::Arc::new(tokio::sync::Notify::new());
+    let peer = {
+        let resume = resume.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(server_read).lines();
+            let mut read = Vec::new();
+            let mut first = true;
+            while let Ok(Some(line)) = lines.next_line().await {
+                let request: Value = serde_json::from_str(&line).expect("JSON");
+                let result = if first {
+                    serde_json::json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
+                        "capabilities": {}, "ttlMs": 0, "cacheScope": "private"})
+                } else {
+                    serde_json::json!({"content": [], "isError": false})
+                };
+                if request.get("id").is_some() {
+                    let answer = serde_json::json!({"jsonrpc": "2.0", "id": request["id"], "result": result});
+                    let _ = server_write
+                        .write_all(format!("{answer}\n").as_bytes())
+                        .await;
+                }
+                if std::mem::take(&mut first) {
+                    resume.notified().await;
+                }
+                read.push(request);
+            }
+            read
+        })
+    };
     let (read, write) = tokio::io::split(client);
     let connection = Connection::attach(read, write, quick())
         .await
@@ -183,9 +194,30 @@ async fn a_call_that_could_not_be_written_is_not_sent() {
         reason.contains("before the request was written"),
         "{reason}"
     );
-    peer.abort();
+    // The peer reads again; a later call goes through the same queue.
+    resume.notify_one();
+    connection
+        .call_tool(
+            "echo",
+            message("after"),
+            &CallOptions::timeout(Duration::from_secs(10)),
+        )
+        .await
+        .expect("answered");
     let teardown = connection.close().await.expect("torn down");
     assert!(teardown.finished.is_none(), "no process");
+    let read = peer.await.expect("the peer's frames");
+    let messages: Vec<&Value> = read
+        .iter()
+        .filter(|f| f["method"] == "tools/call")
+        .map(|f| &f["params"]["arguments"]["message"])
+        .collect();
+    assert_eq!(messages.len(), 2, "the big call and the later one only");
+    assert_eq!(messages[1], "after");
+    assert!(
+        !messages.contains(&&Value::from("queued")),
+        "the call that gave up was written"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
