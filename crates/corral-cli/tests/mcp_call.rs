@@ -338,9 +338,9 @@ fn args_json_that_is_not_an_object_is_refused_125_before_anything_runs() {
     }
 }
 
-/// server-everything serving streamable HTTP on a free loopback port, under
-/// a guard; its URL once it listens.
-fn everything_over_http(guard: &mut Guard) -> String {
+/// server-everything serving streamable HTTP on a free loopback port: its
+/// guard and its URL once it listens.
+fn everything_over_http() -> (Guard, String) {
     require_peers();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
@@ -355,18 +355,17 @@ fn everything_over_http(guard: &mut Guard) -> String {
         .stderr(Stdio::null())
         .spawn()
         .expect("starting server-everything");
-    guard.watch(Proc::of(i32::try_from(child.id()).expect("a pid")).expect("it runs"));
+    let guard = Guard::new(child);
     let listening = wait_until(Duration::from_secs(20), || {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
     assert!(listening, "server-everything did not listen on {port}");
-    format!("http://127.0.0.1:{port}/mcp")
+    (guard, format!("http://127.0.0.1:{port}/mcp"))
 }
 
 #[test]
 fn url_lists_and_calls_a_streamable_http_server() {
-    let mut guard = Guard::of([]);
-    let url = everything_over_http(&mut guard);
+    let (_guard, url) = everything_over_http();
     let listed = run(&["list", "--url", &url], &[]);
     assert_eq!(listed.code(), Some(0), "stderr: {}", listed.stderr);
     assert!(
