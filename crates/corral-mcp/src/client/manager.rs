@@ -590,3 +590,6 @@ pub(crate) fn backoff(policy: &Reconnect, spent: u32) -> Duration {
     let unit = mixed as f64 / (1u64 << 53) as f64;
     full.mul_f64(1.0 - unit / 2.0)
 }
+
+#[cfg(test)]
+mod tests;
