@@ -24,7 +24,7 @@ pub fn short(v: f64) -> String {
 /// Draws every chart whose results exist into `out`; returns the files.
 pub fn draw_all(results: &Results, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
     type Section = fn(&Run, &Path) -> anyhow::Result<()>;
-    let sections: [(&str, Section); 7] = [
+    let sections: [(&str, Section); 8] = [
         ("spawn", spawn),
         ("kill", kill),
         ("cli", cli),
@@ -32,6 +32,7 @@ pub fn draw_all(results: &Results, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
         ("relay", relay),
         ("scale", scale),
         ("growth", growth),
+        ("mcp_clients", mcp_clients),
     ];
     let mut drawn = Vec::new();
     for (bench, draw) in sections {
@@ -320,6 +321,65 @@ fn growth(run: &Run, path: &Path) -> anyhow::Result<()> {
     curve_chart(
         path,
         &caption("growth: median time by tree size", run),
+        &panels,
+    )
+}
+
+/// What each MCP client left alive (of the fixture's server and three
+/// helpers), and how long its close took.
+fn mcp_clients(run: &Run, path: &Path) -> anyhow::Result<()> {
+    let label = |row: &Value| row["contender"].as_str().unwrap_or("?").to_owned();
+    let left = run
+        .rows
+        .iter()
+        .map(|row| {
+            let max = num(row, "survivors_max").unwrap_or(0.0);
+            let min = num(row, "survivors_min").unwrap_or(0.0);
+            let of = num(row, "of").unwrap_or(4.0);
+            let range = if min == max {
+                format!("{max}")
+            } else {
+                format!("{min}-{max}")
+            };
+            Bar::new(label(row), max)
+                .note(format!("{range} of {of} left"))
+                .alarm(max > 0.0)
+        })
+        .collect();
+    let close = run
+        .rows
+        .iter()
+        .filter_map(|row| {
+            let median = num(row, "close_median_ms")?;
+            Some(
+                Bar::new(label(row), median)
+                    .whisker(num(row, "close_p90_ms"))
+                    .note(format!("{} ms", short(median))),
+            )
+        })
+        .collect();
+    let settle = run
+        .rows
+        .first()
+        .and_then(|row| num(row, "settle_secs"))
+        .unwrap_or(0.0);
+    let panels = [
+        BarPanel {
+            title: format!(
+                "alive after a normal close + {settle} s (worst run): server and 3 escaping helpers"
+            ),
+            axis: "processes left running (of 4)".to_owned(),
+            bars: left,
+        },
+        BarPanel {
+            title: "how long the close took; median, whisker to p90".to_owned(),
+            axis: "ms".to_owned(),
+            bars: close,
+        },
+    ];
+    bar_chart(
+        path,
+        &caption("8. what each MCP client leaves behind", run),
         &panels,
     )
 }

@@ -77,6 +77,12 @@ pub struct BarPanel {
 pub fn colour(label: &str) -> RGBColor {
     let l = label.to_ascii_lowercase();
     let palette = [
+        // The MCP clients (before "tokio", which `TokioChildProcess` contains).
+        ("python sdk", RGBColor(255, 127, 14)),
+        ("typescript sdk", RGBColor(214, 39, 40)),
+        ("tokiochildprocess", RGBColor(148, 103, 189)),
+        ("corralprocess", RGBColor(31, 119, 180)),
+        ("corral manager", RGBColor(44, 160, 44)),
         ("(diag)", RGBColor(170, 170, 170)),
         ("process-wrap", RGBColor(255, 127, 14)),
         ("timeout", RGBColor(214, 39, 40)),

@@ -8,8 +8,15 @@ use anyhow::Context;
 use serde_json::Value;
 
 /// Every bench whose results the charts and the summary read.
-pub const BENCHES: [&str; 7] = [
-    "spawn", "kill", "cli", "watchdog", "relay", "scale", "growth",
+pub const BENCHES: [&str; 8] = [
+    "spawn",
+    "kill",
+    "cli",
+    "watchdog",
+    "relay",
+    "scale",
+    "growth",
+    "mcp_clients",
 ];
 
 /// One results file.

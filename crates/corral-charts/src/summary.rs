@@ -267,6 +267,41 @@ fn growth_cell(row: &Value) -> String {
     )
 }
 
+fn mcp_clients_line(results: &Results) -> Line {
+    let target = "MCP clients, one leaky stdio server (server + 3 escaping helpers): \
+                  corral's rows leave 0 after a normal close";
+    let Some(run) = results.get("mcp_clients") else {
+        return not_measured(target, "mcp_clients");
+    };
+    let left = |row: &Value| num(row, "survivors_max").unwrap_or(f64::NAN);
+    let corral: Vec<&Value> = run.rows_where(|r| r["corral"].as_bool() == Some(true));
+    let met = !corral.is_empty() && corral.iter().all(|r| left(r) == 0.0);
+    let parts: Vec<String> = run
+        .rows
+        .iter()
+        .map(|row| {
+            let n = left(row);
+            let of = num(row, "of").unwrap_or(4.0);
+            let figure = if n > 0.0 {
+                format!("**{n}/{of} left**")
+            } else {
+                format!("{n}/{of} left")
+            };
+            format!(
+                "{} {figure}, close {} ms",
+                row["contender"].as_str().unwrap_or("?"),
+                short(num(row, "close_median_ms").unwrap_or(f64::NAN))
+            )
+        })
+        .collect();
+    Line {
+        target: target.to_owned(),
+        measured: parts.join("; "),
+        verdict: verdict(met),
+        run: run.when(),
+    }
+}
+
 /// The Summary table.
 pub fn summary(results: &Results) -> String {
     let mut lines = vec![
@@ -295,6 +330,7 @@ pub fn summary(results: &Results) -> String {
     lines.push(scale_line(results, "cgroup"));
     lines.push(scale_line(results, "group"));
     lines.push(growth_line(results));
+    lines.push(mcp_clients_line(results));
     let mut out = String::from("| target | latest figure | met? | run |\n|---|---|---|---|\n");
     for line in lines {
         out.push_str(&format!(
