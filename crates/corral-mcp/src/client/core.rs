@@ -268,11 +268,40 @@ impl Core {
     }
 
     /// Reader: delivers an answer; false if no call waits for `id`.
+    ///
+    /// Only a written request can be answered: an "answer" to one still in
+    /// the queue (a server guessing the next id) is dropped, so no caller
+    /// ever gets a result for a request that was never sent.
     pub(crate) fn settle(&self, id: &Id, reply: Reply) -> bool {
-        match lock(&self.pending).remove(id) {
+        let mut pending = lock(&self.pending);
+        if !pending.get(id).is_some_and(|p| p.written.is_some()) {
+            return false;
+        }
+        match pending.remove(id) {
             Some(pending) => {
                 // A call that gave up at this very moment drops its receiver.
                 let _ = pending.reply.send(reply);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether a call still waits for the answer to `id`.
+    pub(crate) fn waits_for(&self, id: &Id) -> bool {
+        lock(&self.pending).contains_key(id)
+    }
+
+    /// Transport: the request `id` provably never left this process (the
+    /// connection to the server could not even be opened): its call ends as
+    /// not sent, whatever the writer marked.
+    pub(crate) fn unsent(&self, id: &Id, reason: String) -> bool {
+        match lock(&self.pending).remove(id) {
+            Some(pending) => {
+                let _ = pending.reply.send(Reply::Closed {
+                    reason,
+                    written: None,
+                });
                 true
             }
             None => false,
@@ -414,7 +443,9 @@ impl Core {
             id: id.clone(),
             armed: true,
         };
-        let hard = options.timeout.map(|limit| Instant::now() + limit);
+        let hard = options
+            .timeout
+            .and_then(|limit| Instant::now().checked_add(limit));
         let cancel = options.cancel.clone().unwrap_or_default();
 
         // Queue it, within the deadline.
@@ -437,7 +468,9 @@ impl Core {
         self.wake_writer.notify_one();
 
         // Wait for the answer.
-        let mut idle = options.idle_timeout.map(|idle| Instant::now() + idle);
+        let mut idle = options
+            .idle_timeout
+            .and_then(|idle| Instant::now().checked_add(idle));
         let reply = loop {
             let ends = match (idle, hard) {
                 (Some(idle), Some(hard)) => Some(idle.min(hard)),
@@ -449,7 +482,9 @@ impl Core {
                 () = cancel.cancelled() => return call.give_up("cancelled", &mut answer),
                 () = until(ends) => return call.give_up("the deadline passed", &mut answer),
                 () = notified(progress.as_deref()) => {
-                    idle = options.idle_timeout.map(|limit| Instant::now() + limit);
+                    idle = options
+                        .idle_timeout
+                        .and_then(|limit| Instant::now().checked_add(limit));
                 }
             }
         };

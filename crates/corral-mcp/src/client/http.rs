@@ -337,7 +337,17 @@ async fn exchange(
         Err(error) => {
             let why = format!("POST {url} failed: {}", chain(&error));
             lock(&endpoint.failure).get_or_insert_with(|| why.clone());
-            refused(&core, id.as_ref(), why);
+            match &id {
+                // No connection could be opened: not a byte left.
+                Some(id) if error.is_connect() => {
+                    core.unsent(id, why);
+                }
+                // The request may have reached the server before it broke.
+                Some(id) => {
+                    core.unanswered(id, why);
+                }
+                None => refused(&core, None, why),
+            }
             return None;
         }
     };
@@ -363,6 +373,11 @@ async fn exchange(
         refused(&core, id.as_ref(), why.clone());
         return expired.then_some(why);
     }
+    let Some(id) = id else {
+        // A notification or an answer to the server: only the status
+        // matters, and a body (which the spec does not expect) is not read.
+        return None;
+    };
     let kind = response
         .headers()
         .get(CONTENT_TYPE)
@@ -370,24 +385,19 @@ async fn exchange(
         .unwrap_or_default()
         .to_ascii_lowercase();
     let ended = if kind.starts_with("text/event-stream") {
-        events(&core, response, max_frame_bytes).await
+        events(&core, response, &id, max_frame_bytes).await
     } else if kind.starts_with("application/json") {
         json(&core, response, max_frame_bytes).await
-    } else if id.is_none() {
-        // An answer to a notification with a body it did not need.
-        return None;
     } else {
         let why = format!("HTTP {status} from POST {url} with Content-Type {kind:?}");
-        refused(&core, id.as_ref(), why);
+        refused(&core, Some(&id), why);
         return None;
     };
-    if let Some(id) = &id {
-        let why = match ended {
-            Ok(()) => "the server's answer ended without a response to this request".into(),
-            Err(why) => format!("the server's answer broke off ({why})"),
-        };
-        core.unanswered(id, why);
-    }
+    let why = match ended {
+        Ok(()) => "the server's answer ended without a response to this request".into(),
+        Err(why) => format!("the server's answer broke off ({why})"),
+    };
+    core.unanswered(&id, why);
     None
 }
 
@@ -412,8 +422,10 @@ fn refused(core: &Core, id: Option<&Id>, why: String) {
     }
 }
 
-/// A `text/event-stream` answer: each event's data is one message.
-async fn events(core: &Core, mut response: Response, max: usize) -> Result<(), String> {
+/// A `text/event-stream` answer to the request `id`: each event's data is
+/// one message. Read until `id` is settled (then the stream is dropped,
+/// whatever the server keeps sending) or the stream ends.
+async fn events(core: &Core, mut response: Response, id: &Id, max: usize) -> Result<(), String> {
     let mut parser = Parser::new(max);
     while let Some(chunk) = response.chunk().await.map_err(|error| chain(&error))? {
         for item in parser.feed(&chunk) {
@@ -425,6 +437,9 @@ async fn events(core: &Core, mut response: Response, max: usize) -> Result<(), S
                     bump(&core.counters.too_long);
                 }
             }
+        }
+        if !core.waits_for(id) {
+            return Ok(());
         }
     }
     Ok(())

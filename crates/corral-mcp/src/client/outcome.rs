@@ -162,6 +162,10 @@ pub enum ConnectError {
         /// The last attempt's error.
         last: String,
     },
+    /// The name was disconnected (and maybe connected again) while this
+    /// connect or reconnect ran; its server was closed again.
+    #[error("the connection {0:?} was disconnected or replaced while it was being made")]
+    Superseded(String),
     /// No connection of that name.
     #[error("no connection named {0:?}")]
     Unknown(String),

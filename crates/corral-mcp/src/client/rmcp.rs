@@ -149,9 +149,23 @@ impl CorralProcess {
         let Some(child) = self.child.take() else {
             return Ok(());
         };
-        // Dropping the writer closes the server's standard input.
-        Transport::<RoleClient>::close(&mut self.transport).await?;
         let control = child.control();
+        // Dropping the writer closes the server's standard input. Bounded:
+        // a write stuck on a server that never reads must not hold the
+        // close; the tree is ended below either way.
+        let closed = tokio::time::timeout(
+            self.close_grace,
+            Transport::<RoleClient>::close(&mut self.transport),
+        )
+        .await;
+        let close_error = match closed {
+            Ok(Ok(())) => None,
+            Ok(Err(error)) => Some(error),
+            Err(_elapsed) => {
+                control.terminate();
+                None
+            }
+        };
         let wait = child.wait();
         tokio::pin!(wait);
         let result = match tokio::time::timeout(self.close_grace, &mut wait).await {
@@ -169,7 +183,7 @@ impl CorralProcess {
             "the MCP server's tree has ended"
         );
         self.finished.send_replace(Some(finished));
-        Ok(())
+        close_error.map_or(Ok(()), Err)
     }
 }
 

@@ -11,7 +11,7 @@ use std::{
     },
 };
 
-use tokio::task::JoinHandle;
+use tokio::{sync::Notify, task::JoinHandle};
 
 /// Live tasks of every connection in this process.
 static ALL: AtomicUsize = AtomicUsize::new(0);
@@ -19,12 +19,35 @@ static ALL: AtomicUsize = AtomicUsize::new(0);
 /// A count of live tasks (one per manager; the process-wide total is
 /// [`live_tasks`]).
 #[derive(Debug, Clone, Default)]
-pub struct TaskCount(Arc<AtomicUsize>);
+pub struct TaskCount(Arc<Count>);
+
+#[derive(Debug, Default)]
+pub(crate) struct Count {
+    live: AtomicUsize,
+    /// Woken when `live` drops to zero.
+    idle: Notify,
+}
 
 impl TaskCount {
     /// Tasks alive now.
     pub fn live(&self) -> usize {
-        self.0.load(Ordering::SeqCst)
+        self.0.live.load(Ordering::SeqCst)
+    }
+
+    /// Waits until no task is alive.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn idle(&self) {
+        loop {
+            let notified = self.0.idle.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.live() == 0 {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
@@ -38,11 +61,13 @@ pub fn live_tasks() -> usize {
 /// publish its end only after it stopped counting drops its `Alive` first
 /// (see [`spawn_releasing`]).
 #[derive(Debug)]
-pub(crate) struct Alive(Arc<AtomicUsize>);
+pub(crate) struct Alive(Arc<Count>);
 
 impl Drop for Alive {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        if self.0.live.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
         ALL.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -70,7 +95,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    count.0.fetch_add(1, Ordering::SeqCst);
+    count.0.live.fetch_add(1, Ordering::SeqCst);
     ALL.fetch_add(1, Ordering::SeqCst);
     tokio::spawn(make(Alive(count.0.clone())))
 }

@@ -9,6 +9,7 @@ mod calls;
 mod common;
 mod handshake;
 mod http;
+mod races;
 mod readloop;
 mod reconnect;
 mod teardown;

@@ -40,12 +40,11 @@ use super::{
     handshake::PeerInfo,
     options::{CallOptions, ConnectOptions, HttpOptions},
     outcome::{CallError, ConnectError, Ended},
-    tasks::TaskCount,
 };
 use crate::message::Id;
 
 use supervise::{CloseOnDrop, Closer};
-pub(crate) use supervise::{Launch, OnEnd, open};
+pub(crate) use supervise::{Launch, OnEnd, Owner, open};
 pub use teardown::Teardown;
 
 /// A live connection to one MCP server.
@@ -78,7 +77,7 @@ impl Connection {
         command: corral::Command,
         options: ConnectOptions,
     ) -> Result<Self, ConnectError> {
-        open(Launch::Spawn(command), options, &TaskCount::default(), None).await
+        open(Launch::Spawn(command), options, Owner::alone()).await
     }
 
     /// Connects to a server the caller spawned with corral (stdin and stdout
@@ -91,7 +90,7 @@ impl Connection {
         child: corral::Child,
         options: ConnectOptions,
     ) -> Result<Self, ConnectError> {
-        open(Launch::Adopt(child), options, &TaskCount::default(), None).await
+        open(Launch::Adopt(child), options, Owner::alone()).await
     }
 
     /// Connects over bare streams (no process: the teardown closes `output`
@@ -112,7 +111,7 @@ impl Connection {
             input: Box::new(input),
             output: Box::new(output),
         };
-        open(launch, options, &TaskCount::default(), None).await
+        open(launch, options, Owner::alone()).await
     }
 
     /// Connects to a streamable HTTP endpoint (`http://` only: no TLS in
@@ -136,7 +135,7 @@ impl Connection {
             url: url.to_owned(),
             options: http,
         };
-        open(launch, options, &TaskCount::default(), None).await
+        open(launch, options, Owner::alone()).await
     }
 
     /// What the handshake learnt.

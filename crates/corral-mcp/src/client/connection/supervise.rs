@@ -45,6 +45,26 @@ pub(crate) enum Launch {
     Http { url: String, options: HttpOptions },
 }
 
+/// What a connection's owner gives it: where its tasks are counted, what to
+/// do once it is torn down, and a token that ends it (the manager's
+/// shutdown).
+pub(crate) struct Owner {
+    pub tasks: TaskCount,
+    pub on_end: Option<OnEnd>,
+    pub stop: CancellationToken,
+}
+
+impl Owner {
+    /// A connection of its own (no manager).
+    pub(crate) fn alone() -> Self {
+        Self {
+            tasks: TaskCount::default(),
+            on_end: None,
+            stop: CancellationToken::new(),
+        }
+    }
+}
+
 /// Called once the teardown finished, before it is published (the manager
 /// removes the connection here).
 pub(crate) type OnEnd = Box<dyn FnOnce(&Teardown) + Send>;
@@ -91,18 +111,15 @@ struct Connected {
 pub(crate) async fn open(
     launch: Launch,
     options: ConnectOptions,
-    tasks: &TaskCount,
-    on_end: Option<OnEnd>,
+    owner: Owner,
 ) -> Result<Connection, ConnectError> {
     let (reply, answer) = oneshot::channel();
     let (done_tx, done) = watch::channel(None);
     let closer = Closer::default();
-    let count = tasks.clone();
     let closing = closer.clone();
-    tasks::spawn_releasing(tasks, move |alive| {
-        supervise(
-            launch, options, count, closing, reply, done_tx, on_end, alive,
-        )
+    let tasks = owner.tasks.clone();
+    tasks::spawn_releasing(&tasks, move |alive| {
+        supervise(launch, options, owner, closing, reply, done_tx, alive)
     });
     match answer.await {
         Ok(Ok(connected)) => Ok(Connection {
@@ -183,14 +200,18 @@ impl Parts {
 async fn supervise(
     launch: Launch,
     options: ConnectOptions,
-    tasks: TaskCount,
+    owner: Owner,
     closer: Closer,
     reply: oneshot::Sender<Result<Connected, ConnectError>>,
     done: watch::Sender<Option<Arc<Teardown>>>,
-    on_end: Option<OnEnd>,
     alive: Alive,
 ) {
     let mut reply = reply;
+    let Owner {
+        tasks,
+        on_end,
+        stop,
+    } = owner;
     let done = Done {
         done,
         on_end,
@@ -272,6 +293,7 @@ async fn supervise(
             tokio::select! {
                 biased;
                 () = options.cancel.cancelled() => break Err(Ended::ConnectCancelled),
+                () = stop.cancelled() => break Err(Ended::Shutdown),
                 () = reply.closed() => break Err(Ended::ConnectCancelled),
                 // Before the wire's end: an answer read just before end of
                 // file completed the handshake (the end is handled once
@@ -296,6 +318,7 @@ async fn supervise(
             let stderr = lock(&core.stderr).text();
             let error = match why {
                 Ended::ConnectCancelled => ConnectError::Cancelled,
+                Ended::Shutdown => ConnectError::ShutDown,
                 // A server that cannot be reached says so, not its handshake.
                 Ended::Handshake(why) => match parts
                     .http
@@ -328,6 +351,7 @@ async fn supervise(
                     tokio::select! {
                         biased;
                         () = closer.token.cancelled() => closer.reason(),
+                        () = stop.cancelled() => Ended::Shutdown,
                         why = parts.ended() => why,
                     }
                 }

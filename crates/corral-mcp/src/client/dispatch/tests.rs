@@ -137,3 +137,29 @@ fn the_cancellation_names_the_request() {
     assert_eq!(frame["params"]["requestId"], 5);
     assert_eq!(frame["params"]["reason"], "the deadline passed");
 }
+
+#[tokio::test]
+async fn an_answer_to_a_request_not_yet_written_is_dropped() {
+    // A server guessing the next id must not answer a request still in the
+    // queue: its caller would get a result for a request never sent.
+    let (core, mut queue) = core();
+    let call = {
+        let core = core.clone();
+        tokio::spawn(async move {
+            core.request("tools/call", None, &CallOptions::default())
+                .await
+        })
+    };
+    let id = queue.recv().await.and_then(|f| f.request).expect("queued");
+    let Id::Number(n) = id.clone() else {
+        panic!("numeric ids")
+    };
+    let early = format!(r#"{{"jsonrpc":"2.0","id":{n},"result":{{"early":true}}}}"#);
+    dispatch(&core, early.as_bytes());
+    assert_eq!(core.stats().unknown_id, 1, "dropped, not delivered");
+    assert!(core.mark_written(&id), "the call still waits");
+    let answer = format!(r#"{{"jsonrpc":"2.0","id":{n},"result":{{"early":false}}}}"#);
+    dispatch(&core, answer.as_bytes());
+    let result = call.await.expect("joined").expect("answered");
+    assert_eq!(result["early"], Value::Bool(false));
+}
