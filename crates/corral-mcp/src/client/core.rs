@@ -274,7 +274,7 @@ impl Core {
     /// ever gets a result for a request that was never sent.
     pub(crate) fn settle(&self, id: &Id, reply: Reply) -> bool {
         let mut pending = lock(&self.pending);
-        if !pending.get(id).is_some_and(|p| p.written.is_some()) {
+        if pending.get(id).is_none_or(|p| p.written.is_none()) {
             return false;
         }
         match pending.remove(id) {
