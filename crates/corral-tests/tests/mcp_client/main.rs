@@ -12,3 +12,4 @@ mod http;
 mod readloop;
 mod reconnect;
 mod teardown;
+mod stress;
