@@ -3,13 +3,16 @@
 //! (tests named `teardown_*`), calls end with an honest outcome, the read
 //! loop survives every malformed frame, reconnects are bounded.
 
+mod backends;
 mod calls;
 // Shared by every test file; not every file uses every helper.
 #[allow(dead_code)]
 mod common;
 mod handshake;
 mod http;
+mod http_more;
+mod peers;
 mod readloop;
 mod reconnect;
-mod teardown;
 mod stress;
+mod teardown;

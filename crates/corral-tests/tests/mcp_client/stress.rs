@@ -261,11 +261,7 @@ async fn teardown_stress_1000_connects_and_disconnects_with_random_cancellation_
         tasks()
     );
     assert_gone_now(&spawned);
-    assert!(
-        manager.connected().is_empty(),
-        "{:?}",
-        manager.connected()
-    );
+    assert!(manager.connected().is_empty(), "{:?}", manager.connected());
     assert!(
         spawned.len() <= CYCLES,
         "{} servers for {CYCLES} cycles",
