@@ -250,7 +250,7 @@ async fn teardown_stress_1000_connects_and_disconnects_with_random_cancellation_
     let cycled = started.elapsed();
     let settled = corral_tests::wait_until_async(SETTLE, || tasks() == baseline).await;
     println!(
-        "{CYCLES} cycles, {CONCURRENCY} at a time, in {cycled:?}; tasks settled after {:?}",
+        "{CYCLES} cycles, {CONCURRENCY} at a time, in {cycled:?}; then waited {:?} for the tasks",
         started.elapsed() - cycled
     );
     let spawned = files.spawned();
