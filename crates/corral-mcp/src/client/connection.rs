@@ -540,12 +540,14 @@ async fn supervise(
     };
 
     // The handshake, against everything that may end it first.
+    let handshaking = handshake(&core, &options);
+    tokio::pin!(handshaking);
     let shaken = tokio::select! {
         biased;
         () = options.cancel.cancelled() => Err(Ended::ConnectCancelled),
         () = reply.closed() => Err(Ended::ConnectCancelled),
-        why = parts.ended() => Err(why),
-        result = handshake(&core, &options) => result.map_err(Ended::Handshake),
+        why = parts.ended() => answered_before(why, handshaking.as_mut()).await,
+        result = &mut handshaking => result.map_err(Ended::Handshake),
     };
     let why = match shaken {
         Err(why) => {
@@ -596,6 +598,20 @@ async fn supervise(
     };
     let report = teardown(&mut parts, why, &options).await;
     done.finish(report);
+}
+
+/// The server went during the handshake (its output ended, or its leader
+/// exited): if it answered first, that answer is already read or still in
+/// its pipe, and the handshake succeeded (serving then sees the end at
+/// once). Waits at most [`DRAIN`] for it; else the end is the reason.
+async fn answered_before(
+    why: Ended,
+    handshaking: Pin<&mut impl Future<Output = Result<PeerInfo, String>>>,
+) -> Result<PeerInfo, Ended> {
+    match timeout(DRAIN, handshaking).await {
+        Ok(Ok(peer)) => Ok(peer),
+        _ => Err(why),
+    }
 }
 
 /// How the supervisor ends: the manager's hook, the task stops counting,

@@ -9,6 +9,7 @@ mod calls;
 #[allow(dead_code)]
 mod common;
 mod handshake;
+mod handshake_race;
 mod http;
 mod http_more;
 mod peers;
