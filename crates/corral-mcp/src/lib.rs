@@ -54,6 +54,8 @@ pub mod message;
 pub mod notelimit;
 mod options;
 pub mod relay;
+pub mod serve;
+mod tasks;
 mod stdio;
 mod wrap;
 

@@ -37,8 +37,8 @@ use super::{
     options::HttpOptions,
     outcome::ConnectError,
     sse::{Item, Parser},
-    tasks::{self, TaskCount},
 };
+use crate::tasks::{self, TaskCount};
 use crate::message::Id;
 
 /// The JSON-RPC error code a request gets when HTTP could not deliver it or
