@@ -55,8 +55,8 @@ pub mod notelimit;
 mod options;
 pub mod relay;
 pub mod serve;
-mod tasks;
 mod stdio;
+mod tasks;
 mod wrap;
 
 pub use ending::{Durations, Ending, Leader, WrapExit, unanswered_message};

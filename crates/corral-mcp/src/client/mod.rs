@@ -34,7 +34,7 @@ mod outcome;
 pub mod rmcp;
 mod sse;
 
-
+pub use crate::tasks::{TaskCount, live_tasks};
 pub use connection::{Connection, RequestId, Teardown};
 pub use core::ReadStats;
 pub use handshake::{Era, LEGACY, MODERN, PeerInfo};
@@ -45,4 +45,3 @@ pub use options::{
     DEFAULT_POOL_IDLE_TIMEOUT, DEFAULT_QUEUE, DEFAULT_STDERR_TAIL, HttpOptions, Reconnect,
 };
 pub use outcome::{CallError, ConnectError, Ended};
-pub use crate::tasks::{TaskCount, live_tasks};

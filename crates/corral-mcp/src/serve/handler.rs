@@ -6,8 +6,8 @@
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
-        ProgressNotificationParam, ServerCapabilities, ServerConfig,
+        CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+        PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
     },
     service::RequestContext,
 };

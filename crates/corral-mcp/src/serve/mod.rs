@@ -170,7 +170,12 @@ impl Runner {
 
     /// Calls tool `name`. Bad arguments give a tool error naming the field
     /// and the rule; the server keeps serving.
-    pub async fn call(&self, name: &str, arguments: Map<String, Value>, context: CallContext) -> CallToolResult {
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        context: CallContext,
+    ) -> CallToolResult {
         tools::call(&self.inner, name, arguments, context).await
     }
 

@@ -108,7 +108,9 @@ enum Stream {
 
 /// Locks, surviving a poisoned mutex (a panicked reader loses nothing kept).
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// How a run ended, as the tool reports it.
@@ -170,12 +172,12 @@ pub(crate) async fn execute(
     let report = report_progress(&kept, progress);
     let mut readers = std::pin::pin!(async { tokio::join!(read_out, read_err) });
     let waiting = child.wait();
+    let mut read_all = false;
     let finished = {
         let mut waiting = std::pin::pin!(waiting);
         let mut feed = std::pin::pin!(feed);
         let mut report = std::pin::pin!(report);
         let mut fed = false;
-        let mut read_all = false;
         loop {
             tokio::select! {
                 finished = &mut waiting => break finished,
@@ -187,15 +189,16 @@ pub(crate) async fn execute(
     };
     // The tree is gone: every writer of the pipes is gone, so they end now
     // unless a survivor holds one; bounded either way.
-    if !matches!(
-        tokio::time::timeout(DRAIN, &mut readers).await,
-        Ok(_)
-    ) {
+    if !read_all && tokio::time::timeout(DRAIN, &mut readers).await.is_err() {
         tracing::debug!("a survivor holds the run's output; the read was cut short");
     }
     match finished {
         Ok(finished) => ended(plan, &finished, &kept, started.elapsed()),
-        Err(error) => spawn_failed(plan, format!("supervising the command failed: {error}"), started),
+        Err(error) => spawn_failed(
+            plan,
+            format!("supervising the command failed: {error}"),
+            started,
+        ),
     }
 }
 
@@ -262,6 +265,8 @@ fn ended(plan: &Plan, finished: &Finished, kept: &Mutex<Kept>, took: Duration) -
         Outcome::Signaled { signal } => ("signaled", None, Some(signal.to_string()), None),
         Outcome::TimedOut => ("timed_out", None, None, Some("timeout")),
         Outcome::Cancelled => ("cancelled", None, None, Some("cancel")),
+        // A kind of ending added to corral later: its effects are unknown.
+        _ => ("cancelled", None, None, Some("cancel")),
     };
     let unknown = finished.outcome.effects_unknown();
     let mut limits = plan.limits.clone();
@@ -309,9 +314,15 @@ fn ended(plan: &Plan, finished: &Finished, kept: &Mutex<Kept>, took: Duration) -
         ),
     };
     let mut text = headline;
-    for (name, body, total) in [("stdout", &stdout, kept.stdout.total()), ("stderr", &stderr, kept.stderr.total())] {
+    for (name, body, total) in [
+        ("stdout", &stdout, kept.stdout.total()),
+        ("stderr", &stderr, kept.stderr.total()),
+    ] {
         if total > 0 {
-            text.push_str(&format!("\n--- {name} ({total} bytes) ---\n{}", summary(body)));
+            text.push_str(&format!(
+                "\n--- {name} ({total} bytes) ---\n{}",
+                summary(body)
+            ));
         }
     }
     Ended {

@@ -44,7 +44,11 @@ pub(crate) struct Background {
 
 impl Background {
     pub(crate) fn state(&self) -> &'static str {
-        if self.done.borrow().is_some() { "finished" } else { "running" }
+        if self.done.borrow().is_some() {
+            "finished"
+        } else {
+            "running"
+        }
     }
 }
 
@@ -79,7 +83,8 @@ pub(crate) enum Refused {
 
 impl Shared {
     pub(crate) fn new(options: ServeOptions) -> Result<Self, ServeError> {
-        let roots = Roots::new(&options.roots).map_err(|(path, why)| ServeError::Root { path, why })?;
+        let roots =
+            Roots::new(&options.roots).map_err(|(path, why)| ServeError::Root { path, why })?;
         let audit = match &options.audit {
             Some(path) => Some(Audit::open(path).map_err(|source| ServeError::Audit {
                 path: path.clone(),
@@ -101,7 +106,10 @@ impl Shared {
 
     /// A permit to run a tree: at once, after waiting for one (unless the
     /// server rejects when busy), or refused.
-    pub(crate) async fn permit(&self, cancel: &CancellationToken) -> Result<OwnedSemaphorePermit, Refused> {
+    pub(crate) async fn permit(
+        &self,
+        cancel: &CancellationToken,
+    ) -> Result<OwnedSemaphorePermit, Refused> {
         if self.stop.is_cancelled() {
             return Err(Refused::ShuttingDown);
         }
@@ -163,7 +171,9 @@ impl Shared {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0.0, |since| since.as_secs_f64());
         let result = &ended.result;
-        let survivors = result["cleanup"]["survivors"].as_array().map_or(0, Vec::len);
+        let survivors = result["cleanup"]["survivors"]
+            .as_array()
+            .map_or(0, Vec::len);
         let mut record = json!({
             "time": time,
             "run_id": id,

@@ -30,18 +30,21 @@ pub(crate) fn list() -> Vec<Tool> {
         "description": "seconds as a number, or a duration string such as \"1.5s\", \"2m\", \"500ms\"",
         "oneOf": [{"type": "number", "minimum": 0}, {"type": "string"}]
     });
-    let run = schema(json!({
-        "argv": {"type": "array", "items": {"type": "string"}, "minItems": 1,
-                 "description": "the program and its arguments (no shell); give this or `shell`"},
-        "shell": {"type": "string", "description": "a command line for /bin/sh -c; give this or `argv`"},
-        "cwd": {"type": "string", "description": "working directory; must resolve inside one of the server's roots (default: the first root)"},
-        "env": {"type": "object", "additionalProperties": {"type": "string"},
-                "description": "environment variables added to the server's"},
-        "stdin": {"type": "string", "description": "text given on standard input (default: empty; never the server's own)"},
-        "timeout": duration,
-        "kill_after": duration,
-        "background": {"type": "boolean", "description": "return a run id at once; see list_runs, read_run, wait_run, kill_run"},
-    }), &[]);
+    let run = schema(
+        json!({
+            "argv": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                     "description": "the program and its arguments (no shell); give this or `shell`"},
+            "shell": {"type": "string", "description": "a command line for /bin/sh -c; give this or `argv`"},
+            "cwd": {"type": "string", "description": "working directory; must resolve inside one of the server's roots (default: the first root)"},
+            "env": {"type": "object", "additionalProperties": {"type": "string"},
+                    "description": "environment variables added to the server's"},
+            "stdin": {"type": "string", "description": "text given on standard input (default: empty; never the server's own)"},
+            "timeout": duration,
+            "kill_after": duration,
+            "background": {"type": "boolean", "description": "return a run id at once; see list_runs, read_run, wait_run, kill_run"},
+        }),
+        &[],
+    );
     let id = json!({"type": "string", "description": "a run id from run with background: true"});
     vec![
         Tool::new(
@@ -115,7 +118,12 @@ fn schema(properties: Value, required: &[&str]) -> Map<String, Value> {
 }
 
 /// One tool call.
-pub(crate) async fn call(shared: &Arc<Shared>, name: &str, arguments: Map<String, Value>, context: CallContext) -> CallToolResult {
+pub(crate) async fn call(
+    shared: &Arc<Shared>,
+    name: &str,
+    arguments: Map<String, Value>,
+    context: CallContext,
+) -> CallToolResult {
     let outcome = match name {
         "run" => run(shared, &arguments, context).await,
         "list_runs" => request::no_args(&arguments).map(|()| list_runs(shared)),
@@ -212,7 +220,11 @@ fn refused(why: Refused) -> FieldError {
     }
 }
 
-async fn run(shared: &Arc<Shared>, arguments: &Map<String, Value>, context: CallContext) -> Result<CallToolResult, FieldError> {
+async fn run(
+    shared: &Arc<Shared>,
+    arguments: &Map<String, Value>,
+    context: CallContext,
+) -> Result<CallToolResult, FieldError> {
     let args = request::run_args(arguments)?;
     let plan = plan(shared, &args)?;
     let permit = shared.permit(&context.cancel).await.map_err(refused)?;
@@ -242,7 +254,11 @@ async fn run(shared: &Arc<Shared>, arguments: &Map<String, Value>, context: Call
             task_shared.finished(&task_id);
         });
         let value = json!({"run_id": id, "state": "running"});
-        return Ok(result(value, format!("started in the background as {id}"), false));
+        return Ok(result(
+            value,
+            format!("started in the background as {id}"),
+            false,
+        ));
     }
     let _alive = shared.active.enter();
     let _permit = permit;
@@ -280,17 +296,30 @@ fn list_runs(shared: &Shared) -> CallToolResult {
         "no background runs".to_owned()
     } else {
         runs.iter()
-            .map(|run| format!("{} {} {}", run["id"].as_str().unwrap_or(""), run["state"].as_str().unwrap_or(""), run["command"]))
+            .map(|run| {
+                format!(
+                    "{} {} {}",
+                    run["id"].as_str().unwrap_or(""),
+                    run["state"].as_str().unwrap_or(""),
+                    run["command"]
+                )
+            })
             .collect::<Vec<_>>()
             .join("\n")
     };
-    result(json!({"runs": runs, "running_trees": shared.running()}), text, false)
+    result(
+        json!({"runs": runs, "running_trees": shared.running()}),
+        text,
+        false,
+    )
 }
 
 fn find(shared: &Shared, id: &str) -> Result<Arc<Background>, FieldError> {
     shared.get(id).ok_or_else(|| FieldError {
         field: "id".into(),
-        rule: format!("no background run {id:?} (list_runs shows them; finished runs are kept for a while)"),
+        rule: format!(
+            "no background run {id:?} (list_runs shows them; finished runs are kept for a while)"
+        ),
     })
 }
 
@@ -299,7 +328,10 @@ fn read_run(shared: &Shared, args: &request::ReadArgs) -> Result<CallToolResult,
     let max = args.max_bytes.unwrap_or(READ_DEFAULT);
     let (stdout, stderr) = {
         let kept = lock(&run.kept);
-        (kept.stdout_ring.read(args.stdout_offset, max), kept.stderr_ring.read(args.stderr_offset, max))
+        (
+            kept.stdout_ring.read(args.stdout_offset, max),
+            kept.stderr_ring.read(args.stderr_offset, max),
+        )
     };
     let chunk = |chunk: &super::output::Chunk| {
         json!({
@@ -330,9 +362,16 @@ fn read_run(shared: &Shared, args: &request::ReadArgs) -> Result<CallToolResult,
     Ok(result(value, text, false))
 }
 
-async fn wait_run(shared: &Shared, id: &str, timeout: Option<Duration>, context: &CallContext) -> Result<CallToolResult, FieldError> {
+async fn wait_run(
+    shared: &Shared,
+    id: &str,
+    timeout: Option<Duration>,
+    context: &CallContext,
+) -> Result<CallToolResult, FieldError> {
     let run = find(shared, id)?;
-    let limit = timeout.unwrap_or(WAIT_DEFAULT).min(shared.options.max_timeout);
+    let limit = timeout
+        .unwrap_or(WAIT_DEFAULT)
+        .min(shared.options.max_timeout);
     let mut done = run.done.clone();
     let waited = tokio::select! {
         ended = done.wait_for(Option::is_some) => ended.ok().and_then(|ended| ended.clone()),
@@ -353,9 +392,17 @@ async fn kill_run(shared: &Shared, id: &str) -> Result<CallToolResult, FieldErro
     let run = find(shared, id)?;
     run.cancel.cancel();
     let mut done = run.done.clone();
-    let ended = done.wait_for(Option::is_some).await.ok().and_then(|ended| ended.clone());
+    let ended = done
+        .wait_for(Option::is_some)
+        .await
+        .ok()
+        .and_then(|ended| ended.clone());
     Ok(match ended {
         Some(ended) => of_ended(&ended),
-        None => result(json!({"id": run.id, "state": "gone"}), "the run's task ended without a result".into(), true),
+        None => result(
+            json!({"id": run.id, "state": "gone"}),
+            "the run's task ended without a result".into(),
+            true,
+        ),
     })
 }
