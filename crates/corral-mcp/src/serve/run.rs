@@ -11,7 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use corral::{BackendChoice, Finished, Input, Outcome, Output};
+use corral::{BackendChoice, Finished, Input, Leftovers, Outcome, Output};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
@@ -149,6 +149,9 @@ pub(crate) async fn execute(
         .grace(plan.kill_after)
         .final_bound(plan.final_bound)
         .backend(plan.backend)
+        // What the leader leaves behind (a `setsid` job holding stdout) is
+        // ended when it exits: the answer waits for the tree, not the pipe.
+        .leftovers(Leftovers::Terminate)
         .cancel_on(cancel);
     for (key, value) in &plan.env {
         command = command.env(key, value);
