@@ -181,7 +181,7 @@ async fn teardown_on_shutdown_ends_every_connection() {
             .expect("connected");
     }
     let trees = [a.tree(), b.tree()].concat();
-    let done = manager.shutdown().await;
+    let done = crate::common::shutdown(&manager).await;
     assert_eq!(done.len(), 2);
     for (name, teardown) in &done {
         let teardown = teardown
