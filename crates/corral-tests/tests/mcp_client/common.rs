@@ -46,6 +46,7 @@ impl Files {
     /// directory, and `args`.
     pub fn command(&self, args: &[&str]) -> corral::Command {
         corral::Command::new(fixture())
+            .backend(corral_tests::containing_backend())
             .arg("--pids")
             .arg(self.pids())
             .arg("--log")

@@ -126,6 +126,7 @@ fn server(files: &Files, cycle: &Cycle) -> Server {
     let delay = cycle.handshake_delay.as_millis().to_string();
     Server::Stdio(
         corral::Command::new(fixture())
+            .backend(corral_tests::containing_backend())
             .arg("--spawn-log")
             .arg(files.spawns())
             .args(["--handshake-delay-ms", &delay])
