@@ -58,6 +58,7 @@ fn require_peers() {
 /// The fixture server, told to start its helpers and name them in `pids`.
 fn fixture(pids: &Path) -> corral::Command {
     corral::Command::new(python())
+        .backend(corral_tests::containing_backend())
         .arg(peer("fixture_server.py"))
         .env("CORRAL_MCP_FIXTURE_PIDS", pids)
         .grace(GRACE)
@@ -150,6 +151,7 @@ async fn cancel_ends_the_server_and_all_three_escaped_helpers_and_keeps_the_repo
 /// terminate after the close grace ends the tree.
 fn lingering_wrapper(pids: &Path) -> corral::Command {
     corral::Command::new("sh")
+        .backend(corral_tests::containing_backend())
         .args(["-c", "\"$0\" \"$@\"; exec sleep 600"])
         .arg(python())
         .arg(peer("fixture_server.py"))
@@ -199,6 +201,7 @@ async fn dropping_a_running_client_ends_a_lingering_wrapper_its_server_and_helpe
 async fn server_everything_lists_its_tools_then_close_leaves_nothing() {
     require_peers();
     let command = corral::Command::new("node")
+        .backend(corral_tests::containing_backend())
         .arg(server_everything())
         .arg("stdio")
         .grace(GRACE);

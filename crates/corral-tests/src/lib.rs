@@ -36,5 +36,5 @@ pub use lines::{
 };
 pub use paths::{Scratch, scratch};
 pub use proc::{Proc, Stat, stat};
-pub use skip::{cgroup_parent, is_root, skipped};
+pub use skip::{cgroup_parent, containing_backend, is_root, skipped};
 pub use wait::{wait_until, wait_until_async};

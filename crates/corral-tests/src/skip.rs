@@ -23,3 +23,17 @@ pub fn cgroup_parent() -> Option<PathBuf> {
     }
     parent
 }
+
+/// The backend that holds `setsid` and double-fork escapes here: the
+/// cgroup backend where this machine offers it, else the subreaper (this
+/// test process, dedicated to its test, claims the role). The process-group
+/// backend cannot hold them (docs/guarantees.md G1), so a test about whole
+/// trees asks for this one instead of `Auto`.
+pub fn containing_backend() -> corral::BackendChoice {
+    if corral::capabilities().cgroup_parent.is_some() {
+        return corral::BackendChoice::Only(corral::Backend::Cgroup);
+    }
+    corral::claim_subreaper();
+    println!("the cgroup backend is not available here: the subreaper backend holds the tree");
+    corral::BackendChoice::Only(corral::Backend::Subreaper)
+}

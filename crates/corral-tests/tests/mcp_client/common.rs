@@ -46,6 +46,7 @@ impl Files {
     /// directory, and `args`.
     pub fn command(&self, args: &[&str]) -> corral::Command {
         corral::Command::new(fixture())
+            .backend(corral_tests::containing_backend())
             .arg("--pids")
             .arg(self.pids())
             .arg("--log")
@@ -163,4 +164,14 @@ pub fn seconds(secs: f64) -> Option<serde_json::Map<String, Value>> {
         "seconds".to_owned(),
         Value::from(secs),
     )]))
+}
+
+/// `manager.shutdown()`, bounded: a shutdown that never returns fails the
+/// test in 30 s instead of hanging it.
+pub async fn shutdown(
+    manager: &corral_mcp::client::Manager,
+) -> Vec<(String, Option<std::sync::Arc<corral_mcp::client::Teardown>>)> {
+    tokio::time::timeout(Duration::from_secs(30), manager.shutdown())
+        .await
+        .expect("the manager's shutdown returned within 30 s")
 }

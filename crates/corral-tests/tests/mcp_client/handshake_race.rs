@@ -30,6 +30,7 @@ async fn a_server_exiting_right_after_its_handshake_answer_still_connects() {
             for round in (worker..CONNECTS).step_by(CONCURRENCY) {
                 // No `--pids`: fixtures at once would race on its file.
                 let command = corral::Command::new(fixture())
+                    .backend(corral_tests::containing_backend())
                     .arg("--spawn-log")
                     .arg(files.spawns())
                     .arg("--die-after-handshake")

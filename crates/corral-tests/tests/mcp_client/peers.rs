@@ -92,6 +92,7 @@ async fn teardown_python_sdk_server_with_escaping_helpers_on_disconnect() {
     let files = Files::new("python-sdk");
     let pids = files.pids();
     let command = corral::Command::new(python())
+        .backend(corral_tests::containing_backend())
         .arg(peer("fixture_server.py"))
         .env("CORRAL_MCP_FIXTURE_PIDS", &pids)
         .grace(Duration::from_millis(500))
@@ -132,6 +133,7 @@ async fn teardown_python_sdk_server_with_escaping_helpers_on_disconnect() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn teardown_server_everything_over_stdio_on_disconnect() {
     let command = corral::Command::new("node")
+        .backend(corral_tests::containing_backend())
         .arg(server_everything())
         .arg("stdio")
         .grace(Duration::from_millis(500))

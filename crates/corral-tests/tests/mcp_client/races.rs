@@ -30,7 +30,7 @@ async fn a_call_during_the_connect_of_its_name_waits_for_it_and_spawns_nothing()
         1,
         "the call started no server of its own"
     );
-    manager.shutdown().await;
+    crate::common::shutdown(&manager).await;
     crate::common::assert_gone_now(&tree);
 }
 
@@ -48,7 +48,7 @@ async fn teardown_on_shutdown_also_ends_a_connect_under_way() {
         })
     };
     let tree = files.tree();
-    manager.shutdown().await;
+    crate::common::shutdown(&manager).await;
     // Every tree is gone when shutdown returns, the connecting one too.
     crate::common::assert_gone_now(&tree);
     assert_eq!(manager.live_tasks(), 0);
@@ -87,6 +87,6 @@ async fn a_late_teardown_never_touches_the_new_connection_of_the_same_name() {
         manager.get("a").is_some(),
         "the old teardown took the new connection out"
     );
-    manager.shutdown().await;
+    crate::common::shutdown(&manager).await;
     crate::common::assert_gone_now(&tree);
 }

@@ -59,7 +59,7 @@ async fn a_server_dying_after_every_handshake_cannot_make_more_spawns_than_the_c
             .await;
     }
     assert!(files.spawn_count() <= 7, "{} spawns", files.spawn_count());
-    manager.shutdown().await;
+    crate::common::shutdown(&manager).await;
     assert_eq!(manager.live_tasks(), 0);
     crate::common::assert_gone_now(&files.spawned());
 }
@@ -94,7 +94,7 @@ async fn concurrent_callers_share_one_reconnect() {
     let results = calls.join_all().await;
     assert!(results.iter().all(Result::is_ok), "{results:?}");
     assert_eq!(files.spawn_count(), 2, "one reconnect for twenty callers");
-    manager.shutdown().await;
+    crate::common::shutdown(&manager).await;
     crate::common::assert_gone_now(&files.spawned());
 }
 
@@ -134,7 +134,7 @@ async fn a_call_in_flight_at_a_crash_is_unknown_and_never_resent() {
         .filter(|f| f["method"] == "tools/call" && f["params"]["name"] == "sleep")
         .count();
     assert_eq!(sleeps, 1);
-    manager.shutdown().await;
+    crate::common::shutdown(&manager).await;
     crate::common::assert_gone_now(&files.spawned());
 }
 
@@ -165,5 +165,5 @@ async fn a_name_is_taken_once_and_unknown_names_are_clear_errors() {
         1,
         "the refused connect spawned nothing"
     );
-    manager.shutdown().await;
+    crate::common::shutdown(&manager).await;
 }

@@ -126,6 +126,7 @@ fn server(files: &Files, cycle: &Cycle) -> Server {
     let delay = cycle.handshake_delay.as_millis().to_string();
     Server::Stdio(
         corral::Command::new(fixture())
+            .backend(corral_tests::containing_backend())
             .arg("--spawn-log")
             .arg(files.spawns())
             .args(["--handshake-delay-ms", &delay])
@@ -210,7 +211,7 @@ async fn run(manager: &Manager, files: &Files, cycle: Cycle) {
             own.connect(&name, server, options())
                 .await
                 .unwrap_or_else(|error| panic!("{cycle:?}: {error}"));
-            let done = own.shutdown().await;
+            let done = crate::common::shutdown(&own).await;
             assert_eq!(done.len(), 1, "{cycle:?}");
             let teardown = done[0].1.as_ref().expect("torn down");
             assert_eq!(teardown.ended, Ended::Shutdown, "{cycle:?}");

@@ -181,7 +181,7 @@ async fn teardown_on_shutdown_ends_every_connection() {
             .expect("connected");
     }
     let trees = [a.tree(), b.tree()].concat();
-    let done = manager.shutdown().await;
+    let done = crate::common::shutdown(&manager).await;
     assert_eq!(done.len(), 2);
     for (name, teardown) in &done {
         let teardown = teardown
@@ -207,6 +207,7 @@ async fn teardown_on_end_of_the_read_loop_ends_a_server_that_still_runs() {
     let mut options = quick();
     options.reconnect.attempts = 0;
     let command = corral::Command::new("/bin/sh")
+        .backend(corral_tests::containing_backend())
         .arg("-c")
         .arg(r#""$0" "$@"; exec sleep 600 >&-"#)
         .arg(crate::common::fixture())
