@@ -24,6 +24,8 @@ pub fn options(root: &corral_tests::Scratch) -> ServeOptions {
     let mut options = ServeOptions::default();
     options.roots = vec![root.0.clone()];
     options.kill_after = Duration::from_millis(500);
+    // A backend that holds `setsid` escapes without root too.
+    options.backend = corral_tests::containing_backend();
     options
 }
 
