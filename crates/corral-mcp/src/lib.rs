@@ -54,6 +54,7 @@ pub mod message;
 pub mod notelimit;
 mod options;
 pub mod relay;
+pub mod serve;
 mod stdio;
 mod wrap;
 
