@@ -1,0 +1,332 @@
+//! `corral mcp serve` end to end: the real `corral` binary as the server,
+//! the official Python SDK as the client (`tests/mcp-peers/serve_client.py`),
+//! over stdio and streamable HTTP, in both protocol eras. Processes are
+//! checked by identity (pid and start time), never by name.
+
+mod mcp_common;
+
+use std::{
+    io::{Read, Write},
+    net::TcpStream,
+    os::unix::fs::PermissionsExt as _,
+    process::{Command, ExitStatus, Stdio},
+    time::Duration,
+};
+
+use corral_tests::{Lines, Owned, Scratch, wait_until};
+use mcp_common::*;
+use rustix::process::Signal;
+use serde_json::{Value, json};
+
+/// How long one client script or one server start may take.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The script of tests (a) and (b): list the tools, run `echo hi`.
+fn echo_script() -> String {
+    json!([{"list": true}, {"call": "run", "arguments": {"argv": ["echo", "hi"]}}]).to_string()
+}
+
+/// Runs `serve_client.py ARGS` to its end; its stdout's JSON lines.
+fn client(args: &[&str]) -> Vec<Value> {
+    require_peers();
+    let mut child = Owned(
+        Command::new(python())
+            .arg(peer("serve_client.py"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting serve_client.py"),
+    );
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let status = wait(&mut child);
+    let stdout = stdout.join().expect("stdout");
+    let stderr = stderr.join().expect("stderr");
+    assert!(
+        status.success(),
+        "serve_client.py failed ({status}): {stdout}\n{stderr}"
+    );
+    stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect()
+}
+
+fn drain(stream: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut stream) = stream {
+            let _ = stream.read_to_string(&mut text);
+        }
+        text
+    })
+}
+
+fn wait(child: &mut Owned) -> ExitStatus {
+    let mut status = None;
+    wait_until(LIMIT, || {
+        status = child.try_wait().expect("try_wait");
+        status.is_some()
+    });
+    status.unwrap_or_else(|| panic!("no exit within {LIMIT:?}"))
+}
+
+/// The event of `events` named `name` (the first).
+fn event<'a>(events: &'a [Value], name: &str) -> &'a Value {
+    events
+        .iter()
+        .find(|e| e["event"] == name)
+        .unwrap_or_else(|| panic!("no {name:?} event in {events:#?}"))
+}
+
+/// Checks the answer to `run {"argv": ["echo", "hi"]}`.
+fn assert_echo_hi(events: &[Value]) {
+    let tools = &event(events, "tools")["tools"];
+    for tool in ["run", "list_runs", "read_run", "wait_run", "kill_run"] {
+        assert!(
+            tools.as_array().is_some_and(|t| t.contains(&json!(tool))),
+            "{tools}"
+        );
+    }
+    let result = event(events, "result");
+    assert_eq!(result["is_error"], false, "{result:#}");
+    let structured = &result["structured"];
+    assert_eq!(structured["outcome"], "exited", "{result:#}");
+    assert_eq!(structured["exit_code"], 0, "{result:#}");
+    assert_eq!(structured["stdout"], "hi\n", "{result:#}");
+}
+
+/// A `corral mcp serve --http 127.0.0.1:0 EXTRA...` that is listening.
+struct HttpServer {
+    child: Owned,
+    url: String,
+    token: String,
+    _stderr: Lines,
+}
+
+impl HttpServer {
+    fn start(extra: &[&str]) -> Self {
+        let mut child = Owned(
+            Command::new(wrapper())
+                .args(["mcp", "serve", "--http", "127.0.0.1:0"])
+                .args(extra)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("starting corral mcp serve"),
+        );
+        let stderr = Lines::new(child.stderr.take().expect("stderr"));
+        let mut token = String::new();
+        let url = loop {
+            let line = stderr
+                .next(LIMIT)
+                .unwrap_or_else(|| panic!("corral mcp serve said no 'listening on' line"));
+            if let Some(t) = line.strip_prefix("corral mcp serve: bearer token: ") {
+                token = t.to_owned();
+            }
+            if let Some(url) = line.strip_prefix("corral mcp serve: listening on ") {
+                break url.to_owned();
+            }
+        };
+        Self {
+            child,
+            url,
+            token,
+            _stderr: stderr,
+        }
+    }
+
+    /// `host:port` of the listener.
+    fn authority(&self) -> &str {
+        let rest = self.url.strip_prefix("http://").expect("http URL");
+        rest.split('/').next().expect("authority")
+    }
+
+    /// SIGTERM, then its exit status.
+    fn stop(mut self) -> ExitStatus {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).expect("pid");
+        rustix::process::kill_process(pid, Signal::TERM).expect("SIGTERM to our child");
+        wait(&mut self.child)
+    }
+}
+
+/// The status code of a raw `initialize` POST to `server` with `headers`.
+fn raw_post(server: &HttpServer, headers: &[(&str, &str)]) -> (u16, String) {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}})
+    .to_string();
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+        server.authority(),
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(&body);
+    let mut stream = TcpStream::connect(server.authority()).expect("connect");
+    stream.set_read_timeout(Some(LIMIT)).expect("timeout");
+    stream.write_all(request.as_bytes()).expect("write");
+    let mut head = [0u8; 4096];
+    let mut read = 0;
+    // The status line and the headers come first; the body may stream.
+    while read < head.len() {
+        let n = stream.read(&mut head[read..]).expect("read");
+        if n == 0 {
+            break;
+        }
+        read += n;
+        if head[..read].windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&head[..read]).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {text}"));
+    (status, text)
+}
+
+#[test]
+fn stdio_lists_the_tools_and_runs_echo_in_both_eras() {
+    let corral = wrapper();
+    let corral = corral.to_str().expect("UTF-8 path");
+    for mode in ["auto", "legacy"] {
+        let events = client(&["--mode", mode, &echo_script(), "--", corral, "mcp", "serve"]);
+        let expected = if mode == "auto" {
+            "2026-07-28"
+        } else {
+            "2025-11-25"
+        };
+        assert_eq!(event(&events, "connected")["protocol_version"], expected);
+        assert_echo_hi(&events);
+        event(&events, "closed");
+    }
+}
+
+#[test]
+fn http_with_the_token_runs_echo_in_both_eras() {
+    let server = HttpServer::start(&[]);
+    assert_eq!(
+        server.token.len(),
+        64,
+        "a generated token is 32 bytes in hex"
+    );
+    for mode in ["auto", "legacy"] {
+        let events = client(&[
+            "--mode",
+            mode,
+            "--url",
+            &server.url,
+            "--token",
+            &server.token,
+            &echo_script(),
+        ]);
+        assert_echo_hi(&events);
+    }
+    let status = server.stop();
+    assert_eq!(status.code(), Some(0), "SIGTERM stops the server with 0");
+}
+
+#[test]
+fn http_without_the_token_is_401_and_a_foreign_origin_is_403() {
+    let server = HttpServer::start(&[]);
+    let bearer = format!("Bearer {}", server.token);
+
+    let (status, head) = raw_post(&server, &[]);
+    assert_eq!(status, 401, "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("www-authenticate: bearer"),
+        "{head}"
+    );
+    let (status, head) = raw_post(&server, &[("Authorization", "Bearer not-the-token")]);
+    assert_eq!(status, 401, "{head}");
+
+    let (status, head) = raw_post(
+        &server,
+        &[
+            ("Authorization", &bearer),
+            ("Origin", "http://evil.example"),
+        ],
+    );
+    assert_eq!(status, 403, "{head}");
+    let own = format!("http://{}", server.authority());
+    let (status, head) = raw_post(&server, &[("Authorization", &bearer), ("Origin", &own)]);
+    assert_eq!(status, 200, "{head}");
+    let (status, head) = raw_post(&server, &[("Authorization", &bearer)]);
+    assert_eq!(status, 200, "{head}");
+    drop(server);
+}
+
+#[test]
+fn allowed_origins_and_a_token_file_replace_the_defaults() {
+    let scratch = Scratch::new("serve-token");
+    let token_file = scratch.path("token");
+    std::fs::write(&token_file, "  file-token-1234\n").expect("write token");
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let server = HttpServer::start(&[
+        "--token-file",
+        token_file.to_str().expect("UTF-8"),
+        "--allowed-origin",
+        "https://app.example",
+    ]);
+    assert_eq!(server.token, "", "a token from a file is not printed");
+    let bearer = "Bearer file-token-1234";
+    let (status, _) = raw_post(
+        &server,
+        &[("Authorization", bearer), ("Origin", "https://app.example")],
+    );
+    assert_eq!(status, 200);
+    let own = format!("http://{}", server.authority());
+    let (status, _) = raw_post(&server, &[("Authorization", bearer), ("Origin", &own)]);
+    assert_eq!(status, 403, "the defaults are replaced");
+}
+
+/// Runs `corral mcp serve ARGS` that must refuse to start.
+fn refused(args: &[&str]) -> (Option<i32>, String) {
+    let output = Command::new(wrapper())
+        .args(["mcp", "serve"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running corral mcp serve");
+    assert!(output.stdout.is_empty(), "stdout is for MCP frames only");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_remote_address_without_allow_remote_is_refused_with_125() {
+    let (code, stderr) = refused(&["--http", "0.0.0.0:0"]);
+    assert_eq!(code, Some(125), "{stderr}");
+    assert!(stderr.contains("not a loopback address"), "{stderr}");
+    assert!(stderr.contains("--allow-remote"), "{stderr}");
+    let (code, stderr) = refused(&["--http", "localhost:80"]);
+    assert_eq!(code, Some(125), "{stderr}");
+    assert!(stderr.contains("IP:PORT"), "{stderr}");
+}
+
+#[test]
+fn a_token_file_open_to_others_is_refused_with_125() {
+    let scratch = Scratch::new("serve-open-token");
+    let token_file = scratch.path("token");
+    std::fs::write(&token_file, "secret\n").expect("write token");
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let path = token_file.to_str().expect("UTF-8");
+    let (code, stderr) = refused(&["--http", "127.0.0.1:0", "--token-file", path]);
+    assert_eq!(code, Some(125), "{stderr}");
+    assert!(stderr.contains("chmod 600"), "{stderr}");
+    let (code, stderr) = refused(&["--token-file", path]);
+    assert_eq!(code, Some(125), "--token-file without --http: {stderr}");
+}
