@@ -9,11 +9,12 @@ use std::{
     io::{Read, Write},
     net::TcpStream,
     os::unix::fs::PermissionsExt as _,
+    path::Path,
     process::{Command, ExitStatus, Stdio},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
-use corral_tests::{Lines, Owned, Scratch, wait_until};
+use corral_tests::{Guard, Lines, Owned, Proc, Scratch, wait_until};
 use mcp_common::*;
 use rustix::process::Signal;
 use serde_json::{Value, json};
@@ -329,4 +330,152 @@ fn a_token_file_open_to_others_is_refused_with_125() {
     assert!(stderr.contains("chmod 600"), "{stderr}");
     let (code, stderr) = refused(&["--token-file", path]);
     assert_eq!(code, Some(125), "--token-file without --http: {stderr}");
+}
+
+/// A shell fragment that writes `PID START_TIME` of process `$pid_expr`
+/// into `file` (atomically), read from `/proc/PID/stat` while it runs.
+fn record_identity(pid_expr: &str, file: &Path) -> String {
+    let file = file.display();
+    format!(
+        "echo {pid_expr} $(cut -d' ' -f22 /proc/{pid_expr}/stat) > {file}.tmp && mv {file}.tmp {file}"
+    )
+}
+
+/// The process a [`record_identity`] file names, once it exists.
+fn identity(file: &Path) -> Proc {
+    let mut text = String::new();
+    wait_until(LIMIT, || {
+        text = std::fs::read_to_string(file).unwrap_or_default();
+        !text.is_empty()
+    });
+    identity_of(&text)
+}
+
+/// The process of a `PID START_TIME` line.
+fn identity_of(line: &str) -> Proc {
+    let mut fields = line.split_whitespace();
+    let pid = fields.next().and_then(|p| p.parse().ok());
+    let start_time = fields.next().and_then(|s| s.parse().ok());
+    match (pid, start_time) {
+        (Some(pid), Some(start_time)) => Proc { pid, start_time },
+        _ => panic!("not an identity line: {line:?}"),
+    }
+}
+
+/// Waits (bounded) until none of `procs` runs; panics naming survivors.
+fn assert_gone(procs: &[Proc], bound: Duration, what: &str) {
+    let gone = wait_until(bound, || procs.iter().all(|p| !p.is_alive()));
+    let alive: Vec<&Proc> = procs.iter().filter(|p| p.is_alive()).collect();
+    // Clean up what the assertion is about to report.
+    let _guard = Guard::of(procs.iter().copied());
+    assert!(
+        gone && alive.is_empty(),
+        "{what}: still running after {bound:?}: {alive:?}"
+    );
+}
+
+#[test]
+fn a_background_job_holding_stdout_neither_delays_the_answer_nor_survives() {
+    let corral = wrapper();
+    let corral = corral.to_str().expect("UTF-8 path");
+    // setsid in a non-interactive shell execs sleep in place: $! is sleep.
+    let shell = "setsid sleep 600 & echo $! $(cut -d' ' -f22 /proc/$!/stat)";
+    let script = json!([{"call": "run", "arguments": {"shell": shell, "timeout": 30}}]).to_string();
+    let started = Instant::now();
+    let events = client(&[&script, "--", corral, "mcp", "serve"]);
+    let took = started.elapsed();
+    let result = event(&events, "result");
+    let structured = &result["structured"];
+    assert_eq!(structured["outcome"], "exited", "{result:#}");
+    let escaped = identity_of(structured["stdout"].as_str().expect("stdout"));
+    assert!(
+        took < Duration::from_secs(20),
+        "the answer waited for the background job ({took:?})"
+    );
+    assert_gone(
+        &[escaped],
+        Duration::from_secs(5),
+        "the setsid background job",
+    );
+}
+
+#[test]
+fn a_cancelled_call_ends_its_tree_in_both_eras() {
+    let server = HttpServer::start(&[]);
+    for mode in ["auto", "legacy"] {
+        let scratch = Scratch::new(&format!("serve-cancel-{mode}"));
+        let file = scratch.path("sleeper");
+        let shell = format!("{}; exec sleep 30", record_identity("$$", &file));
+        let script = json!([
+            {"call": "run", "arguments": {"shell": shell}, "cancel_after": 3},
+            {"call": "list_runs", "arguments": {}},
+        ])
+        .to_string();
+        let events = client(&[
+            "--mode",
+            mode,
+            "--url",
+            &server.url,
+            "--token",
+            &server.token,
+            &script,
+        ]);
+        event(&events, "cancelled");
+        let sleeper = identity(&file);
+        // The server stays up (the HTTP server outlives this client): only
+        // the cancellation can have ended the tree.
+        assert_gone(
+            &[sleeper],
+            Duration::from_secs(10),
+            &format!("the cancelled run ({mode})"),
+        );
+        let listed = events
+            .iter()
+            .find(|e| e["event"] == "result" && e["tool"] == "list_runs")
+            .unwrap_or_else(|| panic!("the server answered nothing after the cancel: {events:#?}"));
+        assert_eq!(listed["is_error"], false, "{listed:#}");
+    }
+    assert_eq!(server.stop().code(), Some(0));
+}
+
+#[test]
+fn runs_do_not_survive_a_server_killed_with_sigkill() {
+    require_peers();
+    let mut server = HttpServer::start(&[]);
+    let scratch = Scratch::new("serve-sigkill");
+    let (foreground, background) = (scratch.path("foreground"), scratch.path("background"));
+    let run = |file: &Path, background: bool| {
+        json!({"call": "run", "arguments": {
+            "shell": format!("{}; exec sleep 600", record_identity("$$", file)),
+            "background": background, "timeout": 600}})
+    };
+    let events = client(&[
+        "--url",
+        &server.url,
+        "--token",
+        &server.token,
+        &json!([run(&background, true)]).to_string(),
+    ]);
+    assert_eq!(event(&events, "result")["is_error"], false, "{events:#?}");
+    // The foreground call never ends by itself: its client is left waiting.
+    let _caller = Owned(
+        Command::new(python())
+            .arg(peer("serve_client.py"))
+            .args(["--url", &server.url, "--token", &server.token])
+            .arg(json!([run(&foreground, false)]).to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting serve_client.py"),
+    );
+    let runs = [identity(&foreground), identity(&background)];
+    assert!(runs.iter().all(Proc::is_alive), "{runs:?}");
+    server.child.kill().expect("SIGKILL to our child");
+    let _ = server.child.wait();
+    assert_gone(
+        &runs,
+        Duration::from_secs(10),
+        "a run of the SIGKILLed server",
+    );
 }
