@@ -142,7 +142,7 @@ pub async fn stdio<S: ServerHandler>(
 
 /// Serves `server` as streamable HTTP at [`PATH`] on `listener` (HTTP/1.1,
 /// no TLS: put a TLS proxy in front for anything but loopback) until `stop`
-/// is cancelled; then open connections get [`CLOSE_BOUND`] to finish. Each
+/// is cancelled; then open connections get 2 seconds to finish. Each
 /// request passes the [`HttpAuth`] checks before rmcp sees it. Every
 /// session gets its own clone of `server`.
 ///
