@@ -32,6 +32,8 @@ use rmcp::{
     },
 };
 use tokio::{net::TcpListener, task::JoinSet};
+
+use crate::serve::CorralServer;
 use tokio_util::sync::CancellationToken;
 
 /// The path of the MCP endpoint on HTTP; every other path is 404.
@@ -149,7 +151,17 @@ pub async fn stdio<S: ServerHandler>(
 /// # Errors
 /// When the listener's address cannot be read. Failed accepts are logged
 /// and retried.
-pub async fn http<S>(
+pub async fn http(
+    server: CorralServer,
+    listener: TcpListener,
+    auth: HttpAuth,
+    stop: CancellationToken,
+) -> Result<(), TransportError> {
+    serve_http(server, listener, auth, stop).await
+}
+
+/// [`http`] for any handler.
+pub(crate) async fn serve_http<S>(
     server: S,
     listener: TcpListener,
     auth: HttpAuth,

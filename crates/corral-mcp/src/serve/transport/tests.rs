@@ -25,7 +25,7 @@ async fn start(auth: HttpAuth, stop: &CancellationToken) -> (String, tokio::task
     let port = listener.local_addr().expect("addr").port();
     let stop = stop.clone();
     let task = tokio::spawn(async move {
-        http(Bare, listener, auth, stop)
+        serve_http(Bare, listener, auth, stop)
             .await
             .expect("http transport");
     });
