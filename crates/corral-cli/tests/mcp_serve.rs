@@ -479,3 +479,125 @@ fn runs_do_not_survive_a_server_killed_with_sigkill() {
         "a run of the SIGKILLed server",
     );
 }
+
+/// `corral mcp serve ARGS` on stdio, all pipes, driven by hand.
+struct StdioServer {
+    child: Owned,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: Lines,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+impl StdioServer {
+    fn start(args: &[&str]) -> Self {
+        let mut child = Owned(
+            Command::new(wrapper())
+                .args(["mcp", "serve"])
+                .args(args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("starting corral mcp serve"),
+        );
+        let stdin = child.stdin.take();
+        let stdout = Lines::new(child.stdout.take().expect("stdout"));
+        let stderr = drain(child.stderr.take());
+        Self {
+            child,
+            stdin,
+            stdout,
+            stderr,
+        }
+    }
+
+    fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{message}").expect("write a frame");
+        stdin.flush().expect("flush");
+    }
+
+    /// The next line of stdout, which must be a JSON-RPC message.
+    fn next(&self) -> Value {
+        let line = self.stdout.next(LIMIT).expect("a frame on stdout");
+        let value: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout is not a frame ({e}): {line}"));
+        assert_eq!(value["jsonrpc"], "2.0", "{line}");
+        value
+    }
+
+    /// The response to request `id` (notifications before it are skipped).
+    fn response(&self, id: u64) -> Value {
+        loop {
+            let value = self.next();
+            if value["id"] == id {
+                return value;
+            }
+        }
+    }
+
+    fn handshake(&mut self) {
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "hand", "version": "0"}}}),
+        );
+        assert!(self.response(0)["result"]["protocolVersion"].is_string());
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+
+    fn call(&mut self, id: u64, tool: &str, arguments: Value) -> Value {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}));
+        self.response(id)
+    }
+}
+
+#[test]
+fn with_v_stdout_carries_only_frames_and_closing_stdin_exits_0() {
+    let mut server = StdioServer::start(&["-v"]);
+    server.handshake();
+    let answer = server.call(1, "run", json!({"argv": ["echo", "hi"]}));
+    assert_eq!(
+        answer["result"]["structuredContent"]["stdout"], "hi\n",
+        "{answer:#}"
+    );
+    server.stdin = None;
+    let status = wait(&mut server.child);
+    assert_eq!(status.code(), Some(0));
+    // Nothing else came on stdout; the logs went to stderr.
+    assert!(server.stdout.next(Duration::from_millis(100)).is_none());
+    let stderr = server.stderr.join().expect("stderr");
+    assert!(!stderr.is_empty(), "-v logs to stderr");
+}
+
+#[test]
+fn sigterm_ends_a_background_run_and_exits_0() {
+    let scratch = Scratch::new("serve-sigterm");
+    let file = scratch.path("background");
+    let mut server = StdioServer::start(&[]);
+    server.handshake();
+    let shell = format!("{}; exec sleep 600", record_identity("$$", &file));
+    let answer = server.call(
+        1,
+        "run",
+        json!({"shell": shell, "background": true, "timeout": 600}),
+    );
+    assert_eq!(answer["result"]["isError"], false, "{answer:#}");
+    let run = identity(&file);
+    assert!(run.is_alive());
+    let pid = rustix::process::Pid::from_raw(server.child.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, Signal::TERM).expect("SIGTERM to our child");
+    let status = wait(&mut server.child);
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{}",
+        server.stderr.join().unwrap_or_default()
+    );
+    // Ended before the exit, not by the watchdog afterwards.
+    assert!(
+        !run.is_alive(),
+        "the background run outlived the server's exit"
+    );
+}
