@@ -56,6 +56,7 @@ mod options;
 pub mod relay;
 pub mod serve;
 mod stdio;
+mod tasks;
 mod wrap;
 
 pub use ending::{Durations, Ending, Leader, WrapExit, unanswered_message};

@@ -37,9 +37,9 @@ use super::{
     options::HttpOptions,
     outcome::ConnectError,
     sse::{Item, Parser},
-    tasks::{self, TaskCount},
 };
 use crate::message::Id;
+use crate::tasks::{self, TaskCount};
 
 /// The JSON-RPC error code a request gets when HTTP could not deliver it or
 /// the server refused it with an HTTP status.

@@ -18,7 +18,7 @@
 //!   `http`: the streamable HTTP wire, `sse`: its event-stream parser.
 //! - `handshake`: `server/discover` with fallback to `initialize`.
 //! - `connection`: the supervisor and the teardown; `manager`: names and
-//!   reconnects; `tasks`: the count of live tasks.
+//!   reconnects. The count of live tasks is the crate's `tasks`.
 //! - [`rmcp`]: an `rmcp` transport whose server is a corral-owned tree, for
 //!   users of the `rmcp` client.
 
@@ -33,8 +33,8 @@ mod options;
 mod outcome;
 pub mod rmcp;
 mod sse;
-mod tasks;
 
+pub use crate::tasks::{TaskCount, live_tasks};
 pub use connection::{Connection, RequestId, Teardown};
 pub use core::ReadStats;
 pub use handshake::{Era, LEGACY, MODERN, PeerInfo};
@@ -45,4 +45,3 @@ pub use options::{
     DEFAULT_POOL_IDLE_TIMEOUT, DEFAULT_QUEUE, DEFAULT_STDERR_TAIL, HttpOptions, Reconnect,
 };
 pub use outcome::{CallError, ConnectError, Ended};
-pub use tasks::{TaskCount, live_tasks};

@@ -1,36 +1,76 @@
 //! `corral mcp serve`: an MCP server whose tools run commands as owned
-//! trees.
+//! trees. It keeps their output, ends whole trees (on time, on cancel, when
+//! the server dies), and says honestly what it does not know.
 //!
-//! PLACEHOLDER until branch `serve` is merged: the real `Runner`,
-//! `ServeOptions`, `CorralServer` and `ServeError` come from there; this
-//! stub only has their shapes (and no tools) so that the transports and the
-//! command line build. At the merge, keep the other side of this file and
-//! add `pub mod transport;`.
+//! The front end (`corral mcp serve` in `corral-cli`) puts a [`Runner`]
+//! behind an MCP transport (stdio, or streamable HTTP) through
+//! [`CorralServer`], rmcp's server handler.
+//!
+//! # Layout
+//! - `request`: a tool call's arguments, checked field by field (pure);
+//!   `roots`: where a command may run; `output`: what is kept of a stream.
+//! - `run`: one command, from the checked request to its result.
+//! - `runs`: the background runs and the concurrency limit.
+//! - `tools`: the tool definitions and the dispatch from a call to the above.
+//! - `audit`: one JSON line per run; `handler`: the rmcp glue.
+//! - [`transport`]: stdio, and streamable HTTP behind a bearer token.
 
+mod audit;
+mod handler;
+pub mod output;
+pub mod request;
+pub mod roots;
+mod run;
+mod runs;
+mod tools;
 pub mod transport;
 
-use std::{path::PathBuf, time::Duration};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use corral::BackendChoice;
-use rmcp::{
-    ServerHandler,
-    model::{ServerCapabilities, ServerConfig},
-};
+use rmcp::model::{CallToolResult, Tool};
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
 
-/// What the server allows (placeholder shape).
+pub use handler::CorralServer;
+
+/// The default cap on each stream of a run's output kept in its result.
+pub const DEFAULT_MAX_OUTPUT: usize = 1 << 20;
+/// The default time limit of a run that names none.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// The default cap on the time limit a call may ask for.
+pub const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+/// The default grace from `SIGTERM` to `SIGKILL`.
+pub const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(2);
+/// The default number of trees alive at once.
+pub const DEFAULT_MAX_CONCURRENT: usize = 8;
+
+/// What the server allows; a call may narrow each limit, never widen it.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-#[allow(missing_docs)]
 pub struct ServeOptions {
+    /// Directories a command may run in (its `cwd` must resolve inside one,
+    /// symlinks and `..` included). Empty: the server's own working
+    /// directory.
     pub roots: Vec<PathBuf>,
+    /// Trees alive at once; a call beyond waits (or is refused with
+    /// [`ServeOptions::reject_when_busy`]).
     pub max_concurrent: usize,
+    /// Refuse a call beyond `max_concurrent` instead of waiting.
     pub reject_when_busy: bool,
+    /// Cap on each stream kept in a result (head and tail kept).
     pub max_output: usize,
+    /// Time limit of a run that names none.
     pub default_timeout: Duration,
+    /// Cap on the time limit a run may ask for.
     pub max_timeout: Duration,
+    /// Grace from `SIGTERM` to `SIGKILL` of a run that names none.
     pub kill_after: Duration,
+    /// After `SIGKILL`, how long to wait before reporting survivors.
     pub final_bound: Duration,
+    /// Containment backend for every run.
     pub backend: BackendChoice,
+    /// Append one JSON line per run to this file.
     pub audit: Option<PathBuf>,
 }
 
@@ -38,12 +78,12 @@ impl Default for ServeOptions {
     fn default() -> Self {
         Self {
             roots: Vec::new(),
-            max_concurrent: 8,
+            max_concurrent: DEFAULT_MAX_CONCURRENT,
             reject_when_busy: false,
-            max_output: 1 << 20,
-            default_timeout: Duration::from_secs(60),
-            max_timeout: Duration::from_secs(3600),
-            kill_after: Duration::from_secs(2),
+            max_output: DEFAULT_MAX_OUTPUT,
+            default_timeout: DEFAULT_TIMEOUT,
+            max_timeout: DEFAULT_MAX_TIMEOUT,
+            kill_after: DEFAULT_KILL_AFTER,
             final_bound: Duration::from_secs(1),
             backend: BackendChoice::Auto,
             audit: None,
@@ -51,7 +91,39 @@ impl Default for ServeOptions {
     }
 }
 
-/// Why the server cannot start (placeholder).
+/// A progress report while a run goes on: the latest output lines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    /// Bytes of output so far (both streams).
+    pub bytes: u64,
+    /// The latest lines of output.
+    pub message: String,
+}
+
+/// Where progress goes (the handler sends it as `notifications/progress`).
+pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// What a tool call comes with besides its arguments.
+#[derive(Clone, Default)]
+pub struct CallContext {
+    /// Cancelled when the client cancels the call (or the server shuts
+    /// down): the run's tree is ended, and the result says the outcome is
+    /// unknown.
+    pub cancel: CancellationToken,
+    /// Where progress goes, when the client asked for it.
+    pub progress: Option<ProgressSink>,
+}
+
+impl std::fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallContext")
+            .field("cancel", &self.cancel)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+/// Why the server cannot start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServeError {
@@ -63,42 +135,55 @@ pub enum ServeError {
         /// Why.
         why: String,
     },
+    /// The audit file cannot be opened.
+    #[error("--audit {path}: {source}")]
+    Audit {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
-/// The server's state (placeholder: runs nothing).
+/// The server's state: options, roots, background runs, the concurrency
+/// limit, the audit log. Cheap to clone (shared).
 #[derive(Debug, Clone)]
 pub struct Runner {
-    _options: ServeOptions,
+    inner: Arc<runs::Shared>,
 }
 
 impl Runner {
     /// A runner with `options`.
     ///
     /// # Errors
-    /// Never (placeholder).
+    /// A root that does not exist or is not a directory; an audit file that
+    /// cannot be opened for appending.
     pub fn new(options: ServeOptions) -> Result<Self, ServeError> {
-        Ok(Self { _options: options })
+        Ok(Self {
+            inner: Arc::new(runs::Shared::new(options)?),
+        })
     }
 
-    /// Ends every run.
-    pub async fn shutdown(&self) {}
-}
-
-/// rmcp's server handler over a [`Runner`] (placeholder: no tools).
-#[derive(Debug, Clone)]
-pub struct CorralServer {
-    _runner: Runner,
-}
-
-impl CorralServer {
-    /// The handler of `runner`.
-    pub fn new(runner: Runner) -> Self {
-        Self { _runner: runner }
+    /// The tools this server offers.
+    pub fn tools(&self) -> Vec<Tool> {
+        tools::list()
     }
-}
 
-impl ServerHandler for CorralServer {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    /// Calls tool `name`. Bad arguments give a tool error naming the field
+    /// and the rule; the server keeps serving.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        context: CallContext,
+    ) -> CallToolResult {
+        tools::call(&self.inner, name, arguments, context).await
+    }
+
+    /// Ends every run (foreground and background) and waits until their
+    /// trees are gone. Later calls are refused.
+    pub async fn shutdown(&self) {
+        self.inner.shutdown().await;
     }
 }

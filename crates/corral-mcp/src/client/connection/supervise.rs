@@ -22,13 +22,13 @@ use crate::client::{
     lines::{self, ReaderEnd, WriterEnd},
     options::{ConnectOptions, HttpOptions},
     outcome::{ConnectError, Ended},
-    tasks::{self, Alive, TaskCount},
 };
 
 use super::{
     Connection,
     teardown::{DRAIN, Parts, Teardown, Tree, teardown},
 };
+use crate::tasks::{self, Alive, TaskCount};
 
 /// How a connection reaches its server.
 pub(crate) enum Launch {

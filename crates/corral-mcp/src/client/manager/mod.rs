@@ -30,8 +30,8 @@ use super::{
     core::lock,
     options::{CallOptions, ConnectOptions, HttpOptions},
     outcome::{CallError, ConnectError, Ended},
-    tasks::TaskCount,
 };
+use crate::tasks::TaskCount;
 
 #[cfg(test)]
 use reconnect::backoff;

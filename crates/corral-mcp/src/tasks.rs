@@ -1,5 +1,5 @@
-//! The runtime's own tasks, counted while they live. Every task the client
-//! runtime spawns goes through [`spawn`]; the count drops when the task's
+//! The crate's own tasks (and runs), counted while they live. Every task
+//! the client runtime and the command server spawn goes through [`spawn`]; the count drops when the task's
 //! future finishes *or is dropped* (aborted, or its runtime shut down), so a
 //! test can assert "no task of the runtime is left" without sleeping.
 
@@ -55,6 +55,16 @@ impl TaskCount {
 /// manager and connection.
 pub fn live_tasks() -> usize {
     ALL.load(Ordering::SeqCst)
+}
+
+impl TaskCount {
+    /// Counts one more piece of work that is not a task of its own (a
+    /// foreground run inside a call) until the returned guard is dropped.
+    pub(crate) fn enter(&self) -> Alive {
+        self.0.live.fetch_add(1, Ordering::SeqCst);
+        ALL.fetch_add(1, Ordering::SeqCst);
+        Alive(self.0.clone())
+    }
 }
 
 /// One live task: decrements both counts when dropped. A task that must

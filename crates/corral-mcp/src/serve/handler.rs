@@ -1,0 +1,95 @@
+//! The rmcp glue: [`CorralServer`] is the server handler that lists the
+//! tools and hands each call to the [`Runner`], with the call's
+//! cancellation token and, when the client asked for progress, a sink that
+//! sends `notifications/progress` with the latest output lines.
+
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+        PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+    },
+    service::RequestContext,
+};
+use tokio::sync::mpsc;
+
+use super::{CallContext, Progress, Runner};
+
+/// An MCP server handler for the command-running tools. Cheap to clone
+/// (each HTTP session gets a clone).
+#[derive(Debug, Clone)]
+pub struct CorralServer {
+    runner: Runner,
+}
+
+impl CorralServer {
+    /// A handler serving `runner`'s tools.
+    pub fn new(runner: Runner) -> Self {
+        Self { runner }
+    }
+
+    /// The runner behind it (to shut it down).
+    pub fn runner(&self) -> &Runner {
+        &self.runner
+    }
+}
+
+impl ServerHandler for CorralServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = Implementation::from_build_env();
+        info.name = "corral".into();
+        info.version = env!("CARGO_PKG_VERSION").into();
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(info)
+            .with_instructions(
+                "Runs commands as owned process trees: `run` returns when the whole tree is done \
+                 (background jobs included), with its outcome and output. A timed-out or \
+                 cancelled run's effects are unknown and it is never retried.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.runner.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let token = context.meta.get_progress_token();
+        let (progress_tx, mut progress_rx) = mpsc::channel::<Progress>(4);
+        let call = CallContext {
+            cancel: context.ct.clone(),
+            progress: token.is_some().then(|| {
+                let tx = progress_tx.clone();
+                std::sync::Arc::new(move |progress: Progress| {
+                    // A slow client drops reports; it never slows the run.
+                    let _ = tx.try_send(progress);
+                }) as super::ProgressSink
+            }),
+        };
+        drop(progress_tx);
+        let arguments = request.arguments.unwrap_or_default();
+        let running = self.runner.call(&request.name, arguments, call);
+        let mut running = std::pin::pin!(running);
+        let result = loop {
+            tokio::select! {
+                result = &mut running => break result,
+                Some(progress) = progress_rx.recv() => {
+                    if let Some(token) = &token {
+                        #[allow(clippy::cast_precision_loss)]
+                        let param = ProgressNotificationParam::new(token.clone(), progress.bytes as f64)
+                            .with_message(progress.message);
+                        let _ = context.peer.notify_progress(param).await;
+                    }
+                }
+            }
+        };
+        Ok(CallToolResponse::Complete(result))
+    }
+}

@@ -1,0 +1,408 @@
+//! The tools: their definitions (schemas and annotations) and what a call
+//! of each does. Bad arguments give a tool error naming the field and the
+//! rule; nothing a caller sends can stop the server.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
+use serde_json::{Map, Value, json};
+use tokio::sync::watch;
+
+use super::{
+    CallContext,
+    request::{self, FieldError, RunArgs},
+    run::{self, Ended, Kept, Plan, RING, lock},
+    runs::{Background, Refused, Shared},
+};
+use crate::tasks;
+
+/// How long `wait_run` waits when it names no timeout.
+const WAIT_DEFAULT: Duration = Duration::from_secs(30);
+/// What `read_run` returns at most per stream when it names no cap.
+const READ_DEFAULT: usize = 64 << 10;
+
+/// The tool definitions.
+pub(crate) fn list() -> Vec<Tool> {
+    let duration = json!({
+        "description": "seconds as a number, or a duration string such as \"1.5s\", \"2m\", \"500ms\"",
+        "oneOf": [{"type": "number", "minimum": 0}, {"type": "string"}]
+    });
+    let run = schema(
+        json!({
+            "argv": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                     "description": "the program and its arguments (no shell); give this or `shell`"},
+            "shell": {"type": "string", "description": "a command line for /bin/sh -c; give this or `argv`"},
+            "cwd": {"type": "string", "description": "working directory; must resolve inside one of the server's roots (default: the first root)"},
+            "env": {"type": "object", "additionalProperties": {"type": "string"},
+                    "description": "environment variables added to the server's"},
+            "stdin": {"type": "string", "description": "text given on standard input (default: empty; never the server's own)"},
+            "timeout": duration,
+            "kill_after": duration,
+            "background": {"type": "boolean", "description": "return a run id at once; see list_runs, read_run, wait_run, kill_run"},
+        }),
+        &[],
+    );
+    let id = json!({"type": "string", "description": "a run id from run with background: true"});
+    vec![
+        Tool::new(
+            "run",
+            "Run a command as an owned process tree and return when the whole tree is done: \
+             its outcome (exited, signaled, timed_out, cancelled), exit code or signal, stdout and \
+             stderr (head and tail kept), and the cleanup report. On timeout or cancel the tree \
+             is ended (SIGTERM, grace, SIGKILL) and the output so far is returned; what the \
+             command did outside this machine is not undone, and nothing is ever retried.",
+            run,
+        )
+        .annotate(
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(true)
+                .idempotent(false)
+                .open_world(true),
+        ),
+        Tool::new(
+            "list_runs",
+            "List the background runs: id, command, state (running or finished), outcome.",
+            schema(json!({}), &[]),
+        )
+        .annotate(ToolAnnotations::new().read_only(true).open_world(false)),
+        Tool::new(
+            "read_run",
+            "Read a background run's output since an offset (per stream) from its bounded ring \
+             buffer; says how many bytes were skipped if the ring moved on.",
+            schema(
+                json!({
+                    "id": id,
+                    "stdout_offset": {"type": "integer", "minimum": 0},
+                    "stderr_offset": {"type": "integer", "minimum": 0},
+                    "max_bytes": {"type": "integer", "minimum": 1},
+                }),
+                &["id"],
+            ),
+        )
+        .annotate(ToolAnnotations::new().read_only(true).open_world(false)),
+        Tool::new(
+            "wait_run",
+            "Wait (up to `timeout`, default 30 s) for a background run to finish; returns its \
+             result, or its state if it still runs.",
+            schema(json!({"id": id, "timeout": duration}), &["id"]),
+        )
+        .annotate(ToolAnnotations::new().read_only(true).open_world(false)),
+        Tool::new(
+            "kill_run",
+            "End a background run's whole tree now and return its result.",
+            schema(json!({"id": id}), &["id"]),
+        )
+        .annotate(
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(true)
+                .idempotent(true)
+                .open_world(false),
+        ),
+    ]
+}
+
+fn schema(properties: Value, required: &[&str]) -> Map<String, Value> {
+    let mut schema = Map::new();
+    schema.insert("type".into(), json!("object"));
+    schema.insert("properties".into(), properties);
+    schema.insert("additionalProperties".into(), json!(false));
+    if !required.is_empty() {
+        schema.insert("required".into(), json!(required));
+    }
+    schema
+}
+
+/// One tool call.
+pub(crate) async fn call(
+    shared: &Arc<Shared>,
+    name: &str,
+    arguments: Map<String, Value>,
+    context: CallContext,
+) -> CallToolResult {
+    let outcome = match name {
+        "run" => run(shared, &arguments, context).await,
+        "list_runs" => request::no_args(&arguments).map(|()| list_runs(shared)),
+        "read_run" => request::read_args(&arguments).and_then(|args| read_run(shared, &args)),
+        "wait_run" => match request::wait_args(&arguments) {
+            Ok(args) => wait_run(shared, &args.id, args.timeout, &context).await,
+            Err(error) => Err(error),
+        },
+        "kill_run" => match request::id_args(&arguments) {
+            Ok(id) => kill_run(shared, &id).await,
+            Err(error) => Err(error),
+        },
+        other => Err(FieldError {
+            field: "name".into(),
+            rule: format!(
+                "no tool {other:?}; the tools are run, list_runs, read_run, wait_run, kill_run"
+            ),
+        }),
+    };
+    match outcome {
+        Ok(result) => result,
+        Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]),
+    }
+}
+
+/// A result whose structured content is `value` and text is `text`.
+fn result(value: Value, text: String, error: bool) -> CallToolResult {
+    let mut result = if error {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    };
+    result.structured_content = Some(value);
+    result
+}
+
+fn of_ended(ended: &Ended) -> CallToolResult {
+    result(ended.result.clone(), ended.text.clone(), ended.failed)
+}
+
+/// The server's limits applied to a request: narrowed, never widened.
+fn plan(shared: &Shared, args: &RunArgs) -> Result<Plan, FieldError> {
+    let options = &shared.options;
+    let cwd = shared.roots.resolve(args.cwd.as_deref())?;
+    let timeout = match args.timeout {
+        Some(asked) if asked > options.max_timeout => {
+            return Err(FieldError {
+                field: "timeout".into(),
+                rule: format!(
+                    "{} s is above this server's maximum of {} s (--max-timeout); ask for less",
+                    asked.as_secs_f64(),
+                    options.max_timeout.as_secs_f64()
+                ),
+            });
+        }
+        Some(asked) => asked,
+        None => options.default_timeout.min(options.max_timeout),
+    };
+    let kill_after = args.kill_after.unwrap_or(options.kill_after);
+    let limits = json!({
+        "timeout_s": timeout.as_secs_f64(),
+        "timeout_from": if args.timeout.is_some() { "call" } else { "server default (--default-timeout)" },
+        "max_timeout_s": options.max_timeout.as_secs_f64(),
+        "kill_after_s": kill_after.as_secs_f64(),
+        "max_output_bytes": options.max_output,
+        "max_concurrent": options.max_concurrent,
+        "roots": shared.roots.list(),
+    });
+    Ok(Plan {
+        program: args.program.clone(),
+        cwd,
+        env: args.env.clone(),
+        stdin: args.stdin.clone(),
+        timeout,
+        kill_after,
+        final_bound: options.final_bound,
+        max_output: options.max_output,
+        backend: options.backend,
+        limits,
+    })
+}
+
+fn refused(why: Refused) -> FieldError {
+    let rule = match why {
+        Refused::Busy(max) => format!(
+            "the server is busy: {max} runs are going (--max-concurrent {max}, --reject-when-busy); try again later"
+        ),
+        Refused::ShuttingDown => "the server is shutting down; nothing was started".into(),
+        Refused::Cancelled => "cancelled while waiting for a free slot; nothing was started".into(),
+    };
+    FieldError {
+        field: "run".into(),
+        rule,
+    }
+}
+
+async fn run(
+    shared: &Arc<Shared>,
+    arguments: &Map<String, Value>,
+    context: CallContext,
+) -> Result<CallToolResult, FieldError> {
+    let args = request::run_args(arguments)?;
+    let plan = plan(shared, &args)?;
+    let permit = shared.permit(&context.cancel).await.map_err(refused)?;
+    // Every tree ends with the server, and with the call's cancellation
+    // (a foreground run's), through this token.
+    let cancel = shared.stop.child_token();
+    if args.background {
+        let id = shared.next_id();
+        let kept = Arc::new(Mutex::new(Kept::new(plan.max_output, RING)));
+        let (done_tx, done) = watch::channel(None);
+        let background = Arc::new(Background {
+            id: id.clone(),
+            command: plan.describe(),
+            started: Instant::now(),
+            kept: kept.clone(),
+            cancel: cancel.clone(),
+            done,
+        });
+        shared.add(background);
+        let task_shared = shared.clone();
+        let task_id = id.clone();
+        tasks::spawn(&shared.active, async move {
+            let _permit = permit;
+            let ended = run::execute(&plan, cancel, kept, None).await;
+            task_shared.audit(&plan, Some(&task_id), &ended);
+            done_tx.send_replace(Some(ended));
+            task_shared.finished(&task_id);
+        });
+        let value = json!({"run_id": id, "state": "running"});
+        return Ok(result(
+            value,
+            format!("started in the background as {id}"),
+            false,
+        ));
+    }
+    let _alive = shared.active.enter();
+    let _permit = permit;
+    let kept = Arc::new(Mutex::new(Kept::new(plan.max_output, 0)));
+    // The client's cancellation ends this run's tree too.
+    let linked = async {
+        context.cancel.cancelled().await;
+        cancel.cancel();
+        std::future::pending::<()>().await;
+    };
+    let ended = tokio::select! {
+        ended = run::execute(&plan, cancel.clone(), kept, context.progress.clone()) => ended,
+        () = linked => unreachable!("the link never ends"),
+    };
+    shared.audit(&plan, None, &ended);
+    Ok(of_ended(&ended))
+}
+
+fn list_runs(shared: &Shared) -> CallToolResult {
+    let runs: Vec<Value> = shared
+        .list()
+        .iter()
+        .map(|run| {
+            let done = run.done.borrow();
+            json!({
+                "id": run.id,
+                "command": run.command,
+                "state": run.state(),
+                "seconds": run.started.elapsed().as_secs_f64(),
+                "outcome": done.as_ref().map(|ended| ended.result["outcome"].clone()),
+            })
+        })
+        .collect();
+    let text = if runs.is_empty() {
+        "no background runs".to_owned()
+    } else {
+        runs.iter()
+            .map(|run| {
+                format!(
+                    "{} {} {}",
+                    run["id"].as_str().unwrap_or(""),
+                    run["state"].as_str().unwrap_or(""),
+                    run["command"]
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    result(
+        json!({"runs": runs, "running_trees": shared.running()}),
+        text,
+        false,
+    )
+}
+
+fn find(shared: &Shared, id: &str) -> Result<Arc<Background>, FieldError> {
+    shared.get(id).ok_or_else(|| FieldError {
+        field: "id".into(),
+        rule: format!(
+            "no background run {id:?} (list_runs shows them; finished runs are kept for a while)"
+        ),
+    })
+}
+
+fn read_run(shared: &Shared, args: &request::ReadArgs) -> Result<CallToolResult, FieldError> {
+    let run = find(shared, &args.id)?;
+    let max = args.max_bytes.unwrap_or(READ_DEFAULT);
+    let (stdout, stderr) = {
+        let kept = lock(&run.kept);
+        (
+            kept.stdout_ring.read(args.stdout_offset, max),
+            kept.stderr_ring.read(args.stderr_offset, max),
+        )
+    };
+    let chunk = |chunk: &super::output::Chunk| {
+        json!({
+            "offset": chunk.offset,
+            "data": String::from_utf8_lossy(&chunk.data),
+            "next": chunk.next,
+            "skipped": chunk.skipped,
+        })
+    };
+    let done = run.done.borrow().clone();
+    let value = json!({
+        "id": run.id,
+        "state": run.state(),
+        "stdout": chunk(&stdout),
+        "stderr": chunk(&stderr),
+        "result": done.as_ref().map(|ended| ended.result.clone()),
+    });
+    let text = format!(
+        "{} ({}): stdout {}..{}, stderr {}..{}\n{}",
+        run.id,
+        run.state(),
+        stdout.offset,
+        stdout.next,
+        stderr.offset,
+        stderr.next,
+        String::from_utf8_lossy(&stdout.data)
+    );
+    Ok(result(value, text, false))
+}
+
+async fn wait_run(
+    shared: &Shared,
+    id: &str,
+    timeout: Option<Duration>,
+    context: &CallContext,
+) -> Result<CallToolResult, FieldError> {
+    let run = find(shared, id)?;
+    let limit = timeout
+        .unwrap_or(WAIT_DEFAULT)
+        .min(shared.options.max_timeout);
+    let mut done = run.done.clone();
+    let waited = tokio::select! {
+        ended = done.wait_for(Option::is_some) => ended.ok().and_then(|ended| ended.clone()),
+        () = tokio::time::sleep(limit) => None,
+        () = context.cancel.cancelled() => None,
+    };
+    Ok(match waited {
+        Some(ended) => of_ended(&ended),
+        None => result(
+            json!({"id": run.id, "state": run.state()}),
+            format!("{} still runs after {:?}", run.id, limit),
+            false,
+        ),
+    })
+}
+
+async fn kill_run(shared: &Shared, id: &str) -> Result<CallToolResult, FieldError> {
+    let run = find(shared, id)?;
+    run.cancel.cancel();
+    let mut done = run.done.clone();
+    let ended = done
+        .wait_for(Option::is_some)
+        .await
+        .ok()
+        .and_then(|ended| ended.clone());
+    Ok(match ended {
+        Some(ended) => of_ended(&ended),
+        None => result(
+            json!({"id": run.id, "state": "gone"}),
+            "the run's task ended without a result".into(),
+            true,
+        ),
+    })
+}
