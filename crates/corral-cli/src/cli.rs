@@ -95,6 +95,10 @@ pub enum McpCommand {
     /// and end all of that tree.
     #[command(override_usage = "corral mcp list [OPTIONS] -- SERVER_COMMAND...")]
     List(ListArgs),
+    /// Be an MCP server (stdio, or streamable HTTP with --http) whose tools
+    /// run commands as owned process trees: run, list_runs, read_run,
+    /// wait_run, kill_run.
+    Serve(ServeArgs),
 }
 
 /// Options of `corral ps` and `corral reap`.
@@ -366,6 +370,102 @@ pub struct ListArgs {
     pub client: ClientArgs,
 }
 
+/// `corral mcp serve`: an MCP server whose tools run commands as owned
+/// trees.
+#[derive(Debug, Args)]
+#[command(after_help = serve_after_help())]
+pub struct ServeArgs {
+    /// Serve streamable HTTP at http://ADDR/mcp instead of stdin/stdout,
+    /// e.g. 127.0.0.1:8080 (port 0: any free port). Loopback only unless
+    /// --allow-remote.
+    #[arg(long, value_name = "ADDR", value_parser = parse_socket_addr)]
+    pub http: Option<std::net::SocketAddr>,
+
+    /// With --http: allow a non-loopback address (and any Host header).
+    /// There is no TLS: put a TLS proxy in front.
+    #[arg(long, requires = "http")]
+    pub allow_remote: bool,
+
+    /// With --http: the bearer token is this file's contents (trimmed); the
+    /// file must not be readable by group or others. Default: a random token,
+    /// printed on stderr.
+    #[arg(long, value_name = "FILE", requires = "http")]
+    pub token_file: Option<PathBuf>,
+
+    /// With --http: a browser Origin allowed to call (repeatable; default:
+    /// http://127.0.0.1:PORT, http://localhost:PORT, http://[::1]:PORT).
+    #[arg(long = "allowed-origin", value_name = "ORIGIN", requires = "http")]
+    pub allowed_origins: Vec<String>,
+
+    /// A directory commands may run in (repeatable; default: the current
+    /// directory).
+    #[arg(long = "root", value_name = "DIR")]
+    pub roots: Vec<PathBuf>,
+
+    /// Trees alive at once; a run beyond waits (default 8).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(usize))]
+    pub max_concurrent: Option<usize>,
+
+    /// Refuse a run beyond --max-concurrent instead of waiting.
+    #[arg(long)]
+    pub reject_when_busy: bool,
+
+    /// Cap on each output stream kept in a result (default 1 MiB).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(usize))]
+    pub max_output: Option<usize>,
+
+    /// Time limit of a run that names none (default 60s).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub default_timeout: Option<Duration>,
+
+    /// Cap on the time limit a run may ask for (default 1h).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub max_timeout: Option<Duration>,
+
+    /// From SIGTERM to SIGKILL when a run is ended (default 2s).
+    #[arg(short, long, value_name = "DURATION", value_parser = duration::parse)]
+    pub kill_after: Option<Duration>,
+
+    /// After SIGKILL, wait at most this long, then report survivors
+    /// (default 1s).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub final_bound: Option<Duration>,
+
+    /// How to contain each run: auto (cgroup, then subreaper, then group),
+    /// cgroup, subreaper or group.
+    #[arg(long, value_name = "BACKEND", default_value = "auto", value_parser = clap::value_parser!(BackendChoice))]
+    pub backend: BackendChoice,
+
+    /// Append one JSON line per run to this file.
+    #[arg(long, value_name = "FILE")]
+    pub audit: Option<PathBuf>,
+
+    /// Log lifecycle events to stderr (RUST_LOG overrides the filter).
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+/// Parses `--http ADDR`: an IP address and a port.
+fn parse_socket_addr(input: &str) -> Result<std::net::SocketAddr, String> {
+    input.parse().map_err(|_| {
+        format!(
+            "{input:?} is not an address: write IP:PORT, e.g. 127.0.0.1:8080 or [::1]:8080 \
+             (port 0: any free port)"
+        )
+    })
+}
+
+fn serve_after_help() -> String {
+    format!(
+        "{}\n\
+         Examples:\n  \
+           corral mcp serve --root ~/src/project\n  \
+           corral mcp serve --http 127.0.0.1:8080 --token-file ~/.config/corral/token\n\n\
+         Over stdio, stdout carries only MCP frames; logs go to stderr. See docs/mcp.md.",
+        exit::SERVE.help()
+    )
+}
+
 /// Parses `ARGS_JSON`: a JSON object, nothing else.
 fn parse_object(input: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
     const FIX: &str = "give the tool's arguments as one JSON object in single quotes, \
@@ -470,8 +570,15 @@ pub fn error_line(error: &clap::Error) -> String {
             text.push_str(line.strip_prefix("error: ").unwrap_or(line));
         }
     }
-    let mcp = rendered.contains("Usage: corral mcp");
+    let mcp =
+        rendered.contains("Usage: corral mcp") && !rendered.contains("Usage: corral mcp serve");
+    let serve = rendered.contains("Usage: corral mcp serve");
     let hint = match error.kind() {
+        ErrorKind::MissingRequiredArgument if serve => {
+            "; --token-file, --allowed-origin and --allow-remote go with --http ADDR, \
+             e.g. corral mcp serve --http 127.0.0.1:8080 --token-file FILE"
+        }
+        ErrorKind::MissingRequiredArgument | ErrorKind::UnknownArgument if serve => "",
         ErrorKind::MissingRequiredArgument | ErrorKind::UnknownArgument if !had_tip && mcp => {
             "; the server command goes after `--`, e.g. corral mcp list -- node server.js stdio"
         }

@@ -67,6 +67,9 @@ fn main() -> ExitCode {
         Command::Mcp {
             command: McpCommand::List(args),
         } => mcp::list(args, parent),
+        Command::Mcp {
+            command: McpCommand::Serve(args),
+        } => mcp::serve(args, parent),
         Command::Capabilities { json } => capabilities::main(json),
         Command::Ps(args) => ledger::ps(&args),
         Command::Reap {

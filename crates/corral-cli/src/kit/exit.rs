@@ -139,6 +139,22 @@ pub const LIST: Table = Table {
     ],
 };
 
+/// `corral mcp serve`'s statuses.
+pub const SERVE: Table = Table {
+    title: "Exit status:",
+    rows: &[
+        (
+            "0",
+            "stopped (SIGINT, SIGTERM, SIGHUP, the parent's death, or the stdio client left) \
+             and every run's tree was ended",
+        ),
+        (
+            "125",
+            "corral itself failed: bad option, token file, address in use, transport error",
+        ),
+    ],
+};
+
 /// How a request of `corral mcp call` or `list` ended: the `outcome` of its
 /// JSON envelope, and its exit status ([`Status::of_call`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

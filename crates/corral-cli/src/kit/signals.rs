@@ -87,6 +87,10 @@ pub const WRAP: [Signal; 3] = [Signal::INT, Signal::TERM, Signal::HUP];
 /// request up (cancel the connect or the call) and end the server's tree.
 pub const CLIENT: [Signal; 3] = [Signal::INT, Signal::TERM, Signal::HUP];
 
+/// The signals that stop `corral mcp serve`: it ends every run's tree,
+/// then exits 0.
+pub const SERVE: [Signal; 3] = [Signal::INT, Signal::TERM, Signal::HUP];
+
 /// What [`install`] found.
 #[derive(Debug)]
 pub enum Watch {

@@ -6,13 +6,17 @@
 //! `call`: `session` connects, runs one request under the signals and
 //! always tears the server's tree down; `output` prints the answer or the
 //! JSON envelope.
+//!
+//! `corral mcp serve` (corral as the server) lives in `serve`.
 
 mod call;
 mod output;
 mod report;
+mod serve;
 mod session;
 
 pub use call::{call, list};
+pub use serve::serve;
 
 use std::time::Instant;
 

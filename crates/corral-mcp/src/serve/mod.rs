@@ -13,6 +13,7 @@
 //! - `runs`: the background runs and the concurrency limit.
 //! - `tools`: the tool definitions and the dispatch from a call to the above.
 //! - `audit`: one JSON line per run; `handler`: the rmcp glue.
+//! - [`transport`]: stdio, and streamable HTTP behind a bearer token.
 
 mod audit;
 mod handler;
@@ -22,6 +23,7 @@ pub mod roots;
 mod run;
 mod runs;
 mod tools;
+pub mod transport;
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 

@@ -290,3 +290,11 @@ fn help_lists_every_row_once_under_its_title() {
         }
     }
 }
+
+#[test]
+fn serve_stopped_is_0_and_failed_is_125() {
+    assert_eq!(Status::Exited(0).code(), 0);
+    assert!(listed(&SERVE, "0"));
+    assert_eq!(Status::Failed.code(), 125);
+    assert!(listed(&SERVE, "125"));
+}

@@ -1,0 +1,271 @@
+//! `corral mcp serve`: the arguments become [`ServeOptions`] and a
+//! transport; the library's [`CorralServer`] answers; a signal (or the
+//! parent's death, or the stdio client leaving) ends every run's tree and
+//! exits 0.
+
+use std::{
+    fs::File,
+    io::{self, Read, Write as _},
+    net::SocketAddr,
+    os::unix::fs::MetadataExt as _,
+    path::Path,
+};
+
+use anyhow::{Context, bail};
+use corral_mcp::serve::{
+    CorralServer, Runner, ServeOptions,
+    transport::{self, HttpAuth},
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    cli::ServeArgs,
+    kit::{
+        exit::Status,
+        signals::{self, Watch},
+        sink::ReportArgs,
+        startup,
+    },
+};
+
+/// The longest token file read.
+const MAX_TOKEN_FILE: u64 = 4096;
+
+/// Writes one line starting `corral mcp serve: ` to standard error (the
+/// lines tests and users look for: the token, the address).
+macro_rules! tell {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(io::stderr(), "corral mcp serve: {}", format_args!($($arg)*));
+    }};
+}
+
+/// Where the server listens, and who may call it.
+#[derive(Debug)]
+enum Transport {
+    Stdio,
+    Http {
+        address: SocketAddr,
+        auth: HttpAuth,
+        /// The token was made here: print it once listening.
+        generated: bool,
+    },
+}
+
+/// Serves until stopped. `parent` is corral's parent pid as read first
+/// thing at start-up (its death counts as `SIGTERM`).
+///
+/// # Errors
+/// A bad option, token file or address, or a transport that fails (exit
+/// status 125).
+pub fn serve(args: ServeArgs, parent: i32) -> anyhow::Result<Status> {
+    let transport = transport_of(&args)?;
+    let options = options_of(&args);
+    startup::supervisor(&ReportArgs::default(), args.verbose)?;
+    startup::supervise(serve_until_stopped(transport, options, parent))
+}
+
+fn options_of(args: &ServeArgs) -> ServeOptions {
+    let mut options = ServeOptions::default();
+    options.roots.clone_from(&args.roots);
+    if let Some(n) = args.max_concurrent {
+        options.max_concurrent = n;
+    }
+    options.reject_when_busy = args.reject_when_busy;
+    if let Some(bytes) = args.max_output {
+        options.max_output = bytes;
+    }
+    if let Some(d) = args.default_timeout {
+        options.default_timeout = d;
+    }
+    if let Some(d) = args.max_timeout {
+        options.max_timeout = d;
+    }
+    if let Some(d) = args.kill_after {
+        options.kill_after = d;
+    }
+    if let Some(d) = args.final_bound {
+        options.final_bound = d;
+    }
+    options.backend = args.backend;
+    options.audit.clone_from(&args.audit);
+    options
+}
+
+/// Checks the HTTP options (before anything starts).
+fn transport_of(args: &ServeArgs) -> anyhow::Result<Transport> {
+    let Some(address) = args.http else {
+        return Ok(Transport::Stdio);
+    };
+    check_address(address, args.allow_remote)?;
+    let (token, generated) = match &args.token_file {
+        Some(path) => (read_token(path)?, false),
+        None => (random_token()?, true),
+    };
+    let mut auth = HttpAuth::new(token);
+    auth.allowed_origins.clone_from(&args.allowed_origins);
+    auth.any_host = args.allow_remote;
+    Ok(Transport::Http {
+        address,
+        auth,
+        generated,
+    })
+}
+
+/// Refuses a non-loopback address without `--allow-remote`.
+fn check_address(address: SocketAddr, allow_remote: bool) -> anyhow::Result<()> {
+    if address.ip().is_loopback() || allow_remote {
+        return Ok(());
+    }
+    bail!(
+        "--http {address}: not a loopback address; whoever holds the token can run commands \
+         here, over plain HTTP: listen on 127.0.0.1 (or [::1]), or pass --allow-remote \
+         (and put a TLS proxy in front)"
+    )
+}
+
+/// The token in `path`: its contents, trimmed. The file must be a regular
+/// file, closed to group and others, at most [`MAX_TOKEN_FILE`] bytes.
+fn read_token(path: &Path) -> anyhow::Result<String> {
+    let shown = path.display();
+    let file = File::open(path).with_context(|| format!("--token-file {shown}: cannot open"))?;
+    let metadata = file
+        .metadata()
+        .with_context(|| format!("--token-file {shown}: cannot stat"))?;
+    if !metadata.is_file() {
+        bail!("--token-file {shown}: not a regular file");
+    }
+    let mode = metadata.mode() & 0o777;
+    if mode & 0o077 != 0 {
+        bail!(
+            "--token-file {shown}: open to group or others (mode {mode:03o}): run chmod 600 {shown}"
+        );
+    }
+    let mut text = String::new();
+    file.take(MAX_TOKEN_FILE + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("--token-file {shown}: cannot read (is it UTF-8 text?)"))?;
+    if text.len() as u64 > MAX_TOKEN_FILE {
+        bail!("--token-file {shown}: longer than {MAX_TOKEN_FILE} bytes");
+    }
+    let token = text.trim();
+    if token.is_empty() {
+        bail!("--token-file {shown}: empty; write a token into it, e.g. openssl rand -hex 32");
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        bail!(
+            "--token-file {shown}: the token must be printable ASCII without spaces, \
+             e.g. openssl rand -hex 32"
+        );
+    }
+    Ok(token.to_owned())
+}
+
+/// 32 random bytes from the kernel, as 64 hex digits.
+fn random_token() -> anyhow::Result<String> {
+    let mut bytes = [0u8; 32];
+    File::open("/dev/urandom")
+        .and_then(|mut random| random.read_exact(&mut bytes))
+        .context("reading /dev/urandom for a token (or pass --token-file)")?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+async fn serve_until_stopped(
+    transport: Transport,
+    options: ServeOptions,
+    parent: i32,
+) -> anyhow::Result<Status> {
+    let mut watch = match signals::install(&signals::SERVE, parent)? {
+        Watch::Armed(watch) => watch,
+        Watch::ParentGone => {
+            tell!("the parent process is already gone; not serving");
+            return Ok(Status::Exited(0));
+        }
+    };
+    let runner = Runner::new(options)?;
+    let server = CorralServer::new(runner.clone());
+    let stop = CancellationToken::new();
+    let serving = async {
+        match transport {
+            Transport::Stdio => transport::stdio(server, stop.clone()).await,
+            Transport::Http {
+                address,
+                auth,
+                generated,
+            } => {
+                let listener = tokio::net::TcpListener::bind(address)
+                    .await
+                    .with_context(|| format!("--http {address}: cannot listen"))?;
+                let bound = listener.local_addr().context("reading the bound address")?;
+                if generated {
+                    tell!("bearer token: {}", auth.token);
+                }
+                tell!("listening on http://{bound}{}", transport::PATH);
+                transport::http(server, listener, auth, stop.clone()).await
+            }
+        }
+        .map_err(anyhow::Error::new)
+    };
+    tokio::pin!(serving);
+    let served = tokio::select! {
+        served = &mut serving => served,
+        signal = watch.recv() => {
+            tracing::info!(%signal, "stopping");
+            stop.cancel();
+            // In-flight calls may still answer while their runs end.
+            let (served, ()) = tokio::join!(serving, runner.shutdown());
+            served
+        }
+    };
+    stop.cancel();
+    runner.shutdown().await;
+    served?;
+    Ok(Status::Exited(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    fn scratch(name: &str, text: &str, mode: u32) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("corral-serve-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("token");
+        std::fs::write(&path, text).expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        path
+    }
+
+    #[test]
+    fn a_token_file_is_trimmed_and_must_be_private() {
+        let good = scratch("good", "  s3cret-token\n", 0o600);
+        assert_eq!(read_token(&good).expect("read"), "s3cret-token");
+        let open = scratch("open", "s3cret\n", 0o644);
+        let error = format!("{:#}", read_token(&open).expect_err("group-readable"));
+        assert!(error.contains("chmod 600"), "{error}");
+        let empty = scratch("empty", " \n", 0o600);
+        assert!(read_token(&empty).is_err());
+        let spaced = scratch("spaced", "two words", 0o600);
+        assert!(read_token(&spaced).is_err());
+    }
+
+    #[test]
+    fn a_random_token_is_64_hex_digits_and_differs() {
+        let a = random_token().expect("token");
+        let b = random_token().expect("token");
+        assert_eq!(a.len(), 64);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn only_loopback_without_allow_remote() {
+        let parse = |s: &str| s.parse::<SocketAddr>().expect("address");
+        assert!(check_address(parse("127.0.0.1:0"), false).is_ok());
+        assert!(check_address(parse("[::1]:8080"), false).is_ok());
+        let error = check_address(parse("0.0.0.0:0"), false).expect_err("remote");
+        assert!(error.to_string().contains("--allow-remote"), "{error}");
+        assert!(check_address(parse("0.0.0.0:0"), true).is_ok());
+    }
+}

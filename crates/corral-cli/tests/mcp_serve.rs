@@ -1,0 +1,603 @@
+//! `corral mcp serve` end to end: the real `corral` binary as the server,
+//! the official Python SDK as the client (`tests/mcp-peers/serve_client.py`),
+//! over stdio and streamable HTTP, in both protocol eras. Processes are
+//! checked by identity (pid and start time), never by name.
+
+mod mcp_common;
+
+use std::{
+    io::{Read, Write},
+    net::TcpStream,
+    os::unix::fs::PermissionsExt as _,
+    path::Path,
+    process::{Command, ExitStatus, Stdio},
+    time::{Duration, Instant},
+};
+
+use corral_tests::{Guard, Lines, Owned, Proc, Scratch, wait_until};
+use mcp_common::*;
+use rustix::process::Signal;
+use serde_json::{Value, json};
+
+/// How long one client script or one server start may take.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The script of tests (a) and (b): list the tools, run `echo hi`.
+fn echo_script() -> String {
+    json!([{"list": true}, {"call": "run", "arguments": {"argv": ["echo", "hi"]}}]).to_string()
+}
+
+/// Runs `serve_client.py ARGS` to its end; its stdout's JSON lines.
+fn client(args: &[&str]) -> Vec<Value> {
+    require_peers();
+    let mut child = Owned(
+        Command::new(python())
+            .arg(peer("serve_client.py"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting serve_client.py"),
+    );
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let status = wait(&mut child);
+    let stdout = stdout.join().expect("stdout");
+    let stderr = stderr.join().expect("stderr");
+    assert!(
+        status.success(),
+        "serve_client.py failed ({status}): {stdout}\n{stderr}"
+    );
+    stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect()
+}
+
+fn drain(stream: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut stream) = stream {
+            let _ = stream.read_to_string(&mut text);
+        }
+        text
+    })
+}
+
+fn wait(child: &mut Owned) -> ExitStatus {
+    let mut status = None;
+    wait_until(LIMIT, || {
+        status = child.try_wait().expect("try_wait");
+        status.is_some()
+    });
+    status.unwrap_or_else(|| panic!("no exit within {LIMIT:?}"))
+}
+
+/// The event of `events` named `name` (the first).
+fn event<'a>(events: &'a [Value], name: &str) -> &'a Value {
+    events
+        .iter()
+        .find(|e| e["event"] == name)
+        .unwrap_or_else(|| panic!("no {name:?} event in {events:#?}"))
+}
+
+/// Checks the answer to `run {"argv": ["echo", "hi"]}`.
+fn assert_echo_hi(events: &[Value]) {
+    let tools = &event(events, "tools")["tools"];
+    for tool in ["run", "list_runs", "read_run", "wait_run", "kill_run"] {
+        assert!(
+            tools.as_array().is_some_and(|t| t.contains(&json!(tool))),
+            "{tools}"
+        );
+    }
+    let result = event(events, "result");
+    assert_eq!(result["is_error"], false, "{result:#}");
+    let structured = &result["structured"];
+    assert_eq!(structured["outcome"], "exited", "{result:#}");
+    assert_eq!(structured["exit_code"], 0, "{result:#}");
+    assert_eq!(structured["stdout"], "hi\n", "{result:#}");
+}
+
+/// A `corral mcp serve --http 127.0.0.1:0 EXTRA...` that is listening.
+struct HttpServer {
+    child: Owned,
+    url: String,
+    token: String,
+    _stderr: Lines,
+}
+
+impl HttpServer {
+    fn start(extra: &[&str]) -> Self {
+        let mut child = Owned(
+            Command::new(wrapper())
+                .args(["mcp", "serve", "--http", "127.0.0.1:0"])
+                .args(extra)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("starting corral mcp serve"),
+        );
+        let stderr = Lines::new(child.stderr.take().expect("stderr"));
+        let mut token = String::new();
+        let url = loop {
+            let line = stderr
+                .next(LIMIT)
+                .unwrap_or_else(|| panic!("corral mcp serve said no 'listening on' line"));
+            if let Some(t) = line.strip_prefix("corral mcp serve: bearer token: ") {
+                token = t.to_owned();
+            }
+            if let Some(url) = line.strip_prefix("corral mcp serve: listening on ") {
+                break url.to_owned();
+            }
+        };
+        Self {
+            child,
+            url,
+            token,
+            _stderr: stderr,
+        }
+    }
+
+    /// `host:port` of the listener.
+    fn authority(&self) -> &str {
+        let rest = self.url.strip_prefix("http://").expect("http URL");
+        rest.split('/').next().expect("authority")
+    }
+
+    /// SIGTERM, then its exit status.
+    fn stop(mut self) -> ExitStatus {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).expect("pid");
+        rustix::process::kill_process(pid, Signal::TERM).expect("SIGTERM to our child");
+        wait(&mut self.child)
+    }
+}
+
+/// The status code of a raw `initialize` POST to `server` with `headers`.
+fn raw_post(server: &HttpServer, headers: &[(&str, &str)]) -> (u16, String) {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}})
+    .to_string();
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+        server.authority(),
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(&body);
+    let mut stream = TcpStream::connect(server.authority()).expect("connect");
+    stream.set_read_timeout(Some(LIMIT)).expect("timeout");
+    stream.write_all(request.as_bytes()).expect("write");
+    let mut head = [0u8; 4096];
+    let mut read = 0;
+    // The status line and the headers come first; the body may stream.
+    while read < head.len() {
+        let n = stream.read(&mut head[read..]).expect("read");
+        if n == 0 {
+            break;
+        }
+        read += n;
+        if head[..read].windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&head[..read]).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {text}"));
+    (status, text)
+}
+
+#[test]
+fn stdio_lists_the_tools_and_runs_echo_in_both_eras() {
+    let corral = wrapper();
+    let corral = corral.to_str().expect("UTF-8 path");
+    for mode in ["auto", "legacy"] {
+        let events = client(&["--mode", mode, &echo_script(), "--", corral, "mcp", "serve"]);
+        let expected = if mode == "auto" {
+            "2026-07-28"
+        } else {
+            "2025-11-25"
+        };
+        assert_eq!(event(&events, "connected")["protocol_version"], expected);
+        assert_echo_hi(&events);
+        event(&events, "closed");
+    }
+}
+
+#[test]
+fn http_with_the_token_runs_echo_in_both_eras() {
+    let server = HttpServer::start(&[]);
+    assert_eq!(
+        server.token.len(),
+        64,
+        "a generated token is 32 bytes in hex"
+    );
+    for mode in ["auto", "legacy"] {
+        let events = client(&[
+            "--mode",
+            mode,
+            "--url",
+            &server.url,
+            "--token",
+            &server.token,
+            &echo_script(),
+        ]);
+        assert_echo_hi(&events);
+    }
+    let status = server.stop();
+    assert_eq!(status.code(), Some(0), "SIGTERM stops the server with 0");
+}
+
+#[test]
+fn http_without_the_token_is_401_and_a_foreign_origin_is_403() {
+    let server = HttpServer::start(&[]);
+    let bearer = format!("Bearer {}", server.token);
+
+    let (status, head) = raw_post(&server, &[]);
+    assert_eq!(status, 401, "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("www-authenticate: bearer"),
+        "{head}"
+    );
+    let (status, head) = raw_post(&server, &[("Authorization", "Bearer not-the-token")]);
+    assert_eq!(status, 401, "{head}");
+
+    let (status, head) = raw_post(
+        &server,
+        &[
+            ("Authorization", &bearer),
+            ("Origin", "http://evil.example"),
+        ],
+    );
+    assert_eq!(status, 403, "{head}");
+    let own = format!("http://{}", server.authority());
+    let (status, head) = raw_post(&server, &[("Authorization", &bearer), ("Origin", &own)]);
+    assert_eq!(status, 200, "{head}");
+    let (status, head) = raw_post(&server, &[("Authorization", &bearer)]);
+    assert_eq!(status, 200, "{head}");
+    drop(server);
+}
+
+#[test]
+fn allowed_origins_and_a_token_file_replace_the_defaults() {
+    let scratch = Scratch::new("serve-token");
+    let token_file = scratch.path("token");
+    std::fs::write(&token_file, "  file-token-1234\n").expect("write token");
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let server = HttpServer::start(&[
+        "--token-file",
+        token_file.to_str().expect("UTF-8"),
+        "--allowed-origin",
+        "https://app.example",
+    ]);
+    assert_eq!(server.token, "", "a token from a file is not printed");
+    let bearer = "Bearer file-token-1234";
+    let (status, _) = raw_post(
+        &server,
+        &[("Authorization", bearer), ("Origin", "https://app.example")],
+    );
+    assert_eq!(status, 200);
+    let own = format!("http://{}", server.authority());
+    let (status, _) = raw_post(&server, &[("Authorization", bearer), ("Origin", &own)]);
+    assert_eq!(status, 403, "the defaults are replaced");
+}
+
+/// Runs `corral mcp serve ARGS` that must refuse to start.
+fn refused(args: &[&str]) -> (Option<i32>, String) {
+    let output = Command::new(wrapper())
+        .args(["mcp", "serve"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running corral mcp serve");
+    assert!(output.stdout.is_empty(), "stdout is for MCP frames only");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_remote_address_without_allow_remote_is_refused_with_125() {
+    let (code, stderr) = refused(&["--http", "0.0.0.0:0"]);
+    assert_eq!(code, Some(125), "{stderr}");
+    assert!(stderr.contains("not a loopback address"), "{stderr}");
+    assert!(stderr.contains("--allow-remote"), "{stderr}");
+    let (code, stderr) = refused(&["--http", "localhost:80"]);
+    assert_eq!(code, Some(125), "{stderr}");
+    assert!(stderr.contains("IP:PORT"), "{stderr}");
+}
+
+#[test]
+fn a_token_file_open_to_others_is_refused_with_125() {
+    let scratch = Scratch::new("serve-open-token");
+    let token_file = scratch.path("token");
+    std::fs::write(&token_file, "secret\n").expect("write token");
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let path = token_file.to_str().expect("UTF-8");
+    let (code, stderr) = refused(&["--http", "127.0.0.1:0", "--token-file", path]);
+    assert_eq!(code, Some(125), "{stderr}");
+    assert!(stderr.contains("chmod 600"), "{stderr}");
+    let (code, stderr) = refused(&["--token-file", path]);
+    assert_eq!(code, Some(125), "--token-file without --http: {stderr}");
+}
+
+/// A shell fragment that writes `PID START_TIME` of process `$pid_expr`
+/// into `file` (atomically), read from `/proc/PID/stat` while it runs.
+fn record_identity(pid_expr: &str, file: &Path) -> String {
+    let file = file.display();
+    format!(
+        "echo {pid_expr} $(cut -d' ' -f22 /proc/{pid_expr}/stat) > {file}.tmp && mv {file}.tmp {file}"
+    )
+}
+
+/// The process a [`record_identity`] file names, once it exists.
+fn identity(file: &Path) -> Proc {
+    let mut text = String::new();
+    wait_until(LIMIT, || {
+        text = std::fs::read_to_string(file).unwrap_or_default();
+        !text.is_empty()
+    });
+    identity_of(&text)
+}
+
+/// The process of a `PID START_TIME` line.
+fn identity_of(line: &str) -> Proc {
+    let mut fields = line.split_whitespace();
+    let pid = fields.next().and_then(|p| p.parse().ok());
+    let start_time = fields.next().and_then(|s| s.parse().ok());
+    match (pid, start_time) {
+        (Some(pid), Some(start_time)) => Proc { pid, start_time },
+        _ => panic!("not an identity line: {line:?}"),
+    }
+}
+
+/// Waits (bounded) until none of `procs` runs; panics naming survivors.
+fn assert_gone(procs: &[Proc], bound: Duration, what: &str) {
+    let gone = wait_until(bound, || procs.iter().all(|p| !p.is_alive()));
+    let alive: Vec<&Proc> = procs.iter().filter(|p| p.is_alive()).collect();
+    // Clean up what the assertion is about to report.
+    let _guard = Guard::of(procs.iter().copied());
+    assert!(
+        gone && alive.is_empty(),
+        "{what}: still running after {bound:?}: {alive:?}"
+    );
+}
+
+#[test]
+fn a_background_job_holding_stdout_neither_delays_the_answer_nor_survives() {
+    let corral = wrapper();
+    let corral = corral.to_str().expect("UTF-8 path");
+    // setsid in a non-interactive shell execs sleep in place: $! is sleep.
+    let shell = "setsid sleep 600 & echo $! $(cut -d' ' -f22 /proc/$!/stat)";
+    let script = json!([{"call": "run", "arguments": {"shell": shell, "timeout": 30}}]).to_string();
+    let started = Instant::now();
+    let events = client(&[&script, "--", corral, "mcp", "serve"]);
+    let took = started.elapsed();
+    let result = event(&events, "result");
+    let structured = &result["structured"];
+    assert_eq!(structured["outcome"], "exited", "{result:#}");
+    let escaped = identity_of(structured["stdout"].as_str().expect("stdout"));
+    assert!(
+        took < Duration::from_secs(20),
+        "the answer waited for the background job ({took:?})"
+    );
+    assert_gone(
+        &[escaped],
+        Duration::from_secs(5),
+        "the setsid background job",
+    );
+}
+
+#[test]
+fn a_cancelled_call_ends_its_tree_in_both_eras() {
+    let server = HttpServer::start(&[]);
+    for mode in ["auto", "legacy"] {
+        let scratch = Scratch::new(&format!("serve-cancel-{mode}"));
+        let file = scratch.path("sleeper");
+        let shell = format!("{}; exec sleep 30", record_identity("$$", &file));
+        let script = json!([
+            {"call": "run", "arguments": {"shell": shell}, "cancel_after": 3},
+            {"call": "list_runs", "arguments": {}},
+        ])
+        .to_string();
+        let events = client(&[
+            "--mode",
+            mode,
+            "--url",
+            &server.url,
+            "--token",
+            &server.token,
+            &script,
+        ]);
+        event(&events, "cancelled");
+        let sleeper = identity(&file);
+        // The server stays up (the HTTP server outlives this client): only
+        // the cancellation can have ended the tree.
+        assert_gone(
+            &[sleeper],
+            Duration::from_secs(10),
+            &format!("the cancelled run ({mode})"),
+        );
+        let listed = events
+            .iter()
+            .find(|e| e["event"] == "result" && e["tool"] == "list_runs")
+            .unwrap_or_else(|| panic!("the server answered nothing after the cancel: {events:#?}"));
+        assert_eq!(listed["is_error"], false, "{listed:#}");
+    }
+    assert_eq!(server.stop().code(), Some(0));
+}
+
+#[test]
+fn runs_do_not_survive_a_server_killed_with_sigkill() {
+    require_peers();
+    let mut server = HttpServer::start(&[]);
+    let scratch = Scratch::new("serve-sigkill");
+    let (foreground, background) = (scratch.path("foreground"), scratch.path("background"));
+    let run = |file: &Path, background: bool| {
+        json!({"call": "run", "arguments": {
+            "shell": format!("{}; exec sleep 600", record_identity("$$", file)),
+            "background": background, "timeout": 600}})
+    };
+    let events = client(&[
+        "--url",
+        &server.url,
+        "--token",
+        &server.token,
+        &json!([run(&background, true)]).to_string(),
+    ]);
+    assert_eq!(event(&events, "result")["is_error"], false, "{events:#?}");
+    // The foreground call never ends by itself: its client is left waiting.
+    let _caller = Owned(
+        Command::new(python())
+            .arg(peer("serve_client.py"))
+            .args(["--url", &server.url, "--token", &server.token])
+            .arg(json!([run(&foreground, false)]).to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting serve_client.py"),
+    );
+    let runs = [identity(&foreground), identity(&background)];
+    assert!(runs.iter().all(Proc::is_alive), "{runs:?}");
+    server.child.kill().expect("SIGKILL to our child");
+    let _ = server.child.wait();
+    assert_gone(
+        &runs,
+        Duration::from_secs(10),
+        "a run of the SIGKILLed server",
+    );
+}
+
+/// `corral mcp serve ARGS` on stdio, all pipes, driven by hand.
+struct StdioServer {
+    child: Owned,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: Lines,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+impl StdioServer {
+    fn start(args: &[&str]) -> Self {
+        let mut child = Owned(
+            Command::new(wrapper())
+                .args(["mcp", "serve"])
+                .args(args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("starting corral mcp serve"),
+        );
+        let stdin = child.stdin.take();
+        let stdout = Lines::new(child.stdout.take().expect("stdout"));
+        let stderr = drain(child.stderr.take());
+        Self {
+            child,
+            stdin,
+            stdout,
+            stderr,
+        }
+    }
+
+    fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{message}").expect("write a frame");
+        stdin.flush().expect("flush");
+    }
+
+    /// The next line of stdout, which must be a JSON-RPC message.
+    fn next(&self) -> Value {
+        let line = self.stdout.next(LIMIT).expect("a frame on stdout");
+        let value: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout is not a frame ({e}): {line}"));
+        assert_eq!(value["jsonrpc"], "2.0", "{line}");
+        value
+    }
+
+    /// The response to request `id` (notifications before it are skipped).
+    fn response(&self, id: u64) -> Value {
+        loop {
+            let value = self.next();
+            if value["id"] == id {
+                return value;
+            }
+        }
+    }
+
+    fn handshake(&mut self) {
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "hand", "version": "0"}}}),
+        );
+        assert!(self.response(0)["result"]["protocolVersion"].is_string());
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+
+    fn call(&mut self, id: u64, tool: &str, arguments: Value) -> Value {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}));
+        self.response(id)
+    }
+}
+
+#[test]
+fn with_v_stdout_carries_only_frames_and_closing_stdin_exits_0() {
+    let mut server = StdioServer::start(&["-v"]);
+    server.handshake();
+    let answer = server.call(1, "run", json!({"argv": ["echo", "hi"]}));
+    assert_eq!(
+        answer["result"]["structuredContent"]["stdout"], "hi\n",
+        "{answer:#}"
+    );
+    server.stdin = None;
+    let status = wait(&mut server.child);
+    assert_eq!(status.code(), Some(0));
+    // Nothing else came on stdout; the logs went to stderr.
+    assert!(server.stdout.next(Duration::from_millis(100)).is_none());
+    let stderr = server.stderr.join().expect("stderr");
+    assert!(!stderr.is_empty(), "-v logs to stderr");
+}
+
+#[test]
+fn sigterm_ends_a_background_run_and_exits_0() {
+    let scratch = Scratch::new("serve-sigterm");
+    let file = scratch.path("background");
+    let mut server = StdioServer::start(&[]);
+    server.handshake();
+    let shell = format!("{}; exec sleep 600", record_identity("$$", &file));
+    let answer = server.call(
+        1,
+        "run",
+        json!({"shell": shell, "background": true, "timeout": 600}),
+    );
+    assert_eq!(answer["result"]["isError"], false, "{answer:#}");
+    let run = identity(&file);
+    assert!(run.is_alive());
+    let pid = rustix::process::Pid::from_raw(server.child.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, Signal::TERM).expect("SIGTERM to our child");
+    let status = wait(&mut server.child);
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{}",
+        server.stderr.join().unwrap_or_default()
+    );
+    // Ended before the exit, not by the watchdog afterwards.
+    assert!(
+        !run.is_alive(),
+        "the background run outlived the server's exit"
+    );
+}

@@ -1,0 +1,331 @@
+//! How `corral mcp serve` reaches its client: this process's standard
+//! streams ([`stdio`]), or streamable HTTP at [`PATH`] ([`http`]) behind a
+//! bearer token and an `Origin` check ([`HttpAuth`]).
+//!
+//! Both speak either era of the protocol: rmcp's server answers
+//! `server/discover` (`2026-07-28`) and `initialize` (`2025-11-25`) alike.
+//! On HTTP, legacy clients get a session (`Mcp-Session-Id`); `2026-07-28`
+//! requests are served statelessly, and closing a request's response stream
+//! cancels it.
+//!
+//! # Cancellation
+//! Both functions return when `stop` is cancelled (or the client goes, on
+//! stdio). Ending the runs is the caller's job (`Runner::shutdown`), after
+//! these return: the transports only stop answering.
+
+use std::{convert::Infallible, io, sync::Arc, time::Duration};
+
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use hyper::{
+    Request, Response, StatusCode,
+    body::{Bytes, Incoming},
+    header::{self, HeaderValue},
+    server::conn::http1,
+    service::service_fn,
+};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rmcp::{
+    ServerHandler, ServiceExt,
+    service::ServerInitializeError,
+    transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    },
+};
+use tokio::{net::TcpListener, task::JoinSet};
+
+use crate::serve::CorralServer;
+use tokio_util::sync::CancellationToken;
+
+/// The path of the MCP endpoint on HTTP; every other path is 404.
+pub const PATH: &str = "/mcp";
+
+/// How long a client may take to send a request's headers.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// After `stop`, how long open HTTP connections get to finish their
+/// response before they are dropped.
+const CLOSE_BOUND: Duration = Duration::from_secs(2);
+
+/// Why a transport stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// The MCP handshake on stdio failed (not a client that simply left).
+    #[error("the MCP handshake on stdin/stdout failed: {0}")]
+    Handshake(String),
+    /// The MCP service task failed.
+    #[error("the MCP service stopped abnormally: {0}")]
+    Service(String),
+    /// The listener's own address cannot be read.
+    #[error("reading the listening address: {0}")]
+    Listener(#[source] io::Error),
+}
+
+/// Who may use the HTTP endpoint.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct HttpAuth {
+    /// Every request must carry `Authorization: Bearer TOKEN` (compared in
+    /// constant time); otherwise 401 with `WWW-Authenticate: Bearer`.
+    pub token: String,
+    /// A request carrying an `Origin` header must name one of these
+    /// (compared whole, ASCII case-insensitively), otherwise 403. Empty:
+    /// `http://127.0.0.1:PORT`, `http://localhost:PORT` and
+    /// `http://[::1]:PORT`, with the listener's port.
+    pub allowed_origins: Vec<String>,
+    /// Accept any `Host` header. Off (the default), only loopback hosts
+    /// (`localhost`, `127.0.0.1`, `::1`) are served, against DNS rebinding;
+    /// turn it on only for a server meant to be reached from elsewhere.
+    pub any_host: bool,
+}
+
+impl HttpAuth {
+    /// `token` required, the loopback origins and hosts only.
+    pub fn new(token: impl Into<String>) -> Self {
+        Self {
+            token: token.into(),
+            allowed_origins: Vec::new(),
+            any_host: false,
+        }
+    }
+}
+
+impl std::fmt::Debug for HttpAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpAuth")
+            .field("token", &"<redacted>")
+            .field("allowed_origins", &self.allowed_origins)
+            .field("any_host", &self.any_host)
+            .finish()
+    }
+}
+
+/// The origins allowed by default for a listener on `port`.
+pub fn loopback_origins(port: u16) -> Vec<String> {
+    ["127.0.0.1", "localhost", "[::1]"]
+        .iter()
+        .map(|host| format!("http://{host}:{port}"))
+        .collect()
+}
+
+/// Serves `server` over this process's stdin and stdout (newline-delimited
+/// JSON-RPC) until the client closes stdin or `stop` is cancelled. Nothing
+/// else may write to stdout meanwhile.
+///
+/// # Errors
+/// When the handshake fails for another reason than the client leaving, or
+/// the service task panics.
+pub async fn stdio<S: ServerHandler>(
+    server: S,
+    stop: CancellationToken,
+) -> Result<(), TransportError> {
+    let service = stop.child_token();
+    let running = tokio::select! {
+        running = server.serve_with_ct(rmcp::transport::stdio_pipes(), service.clone()) => running,
+        () = stop.cancelled() => return Ok(()),
+    };
+    let running = match running {
+        Ok(running) => running,
+        // The client left (or we are stopping) before the handshake ended.
+        Err(ServerInitializeError::ConnectionClosed(why)) => {
+            tracing::debug!(%why, "client left before the handshake");
+            return Ok(());
+        }
+        Err(ServerInitializeError::Cancelled) => return Ok(()),
+        Err(error) => return Err(TransportError::Handshake(error.to_string())),
+    };
+    let reason = running
+        .waiting()
+        .await
+        .map_err(|error| TransportError::Service(error.to_string()))?;
+    tracing::debug!(?reason, "stdio service ended");
+    Ok(())
+}
+
+/// Serves `server` as streamable HTTP at [`PATH`] on `listener` (HTTP/1.1,
+/// no TLS: put a TLS proxy in front for anything but loopback) until `stop`
+/// is cancelled; then open connections get 2 seconds to finish. Each
+/// request passes the [`HttpAuth`] checks before rmcp sees it. Every
+/// session gets its own clone of `server`.
+///
+/// # Errors
+/// When the listener's address cannot be read. Failed accepts are logged
+/// and retried.
+pub async fn http(
+    server: CorralServer,
+    listener: TcpListener,
+    auth: HttpAuth,
+    stop: CancellationToken,
+) -> Result<(), TransportError> {
+    serve_http(server, listener, auth, stop).await
+}
+
+/// [`http`] for any handler.
+pub(crate) async fn serve_http<S>(
+    server: S,
+    listener: TcpListener,
+    auth: HttpAuth,
+    stop: CancellationToken,
+) -> Result<(), TransportError>
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
+    let port = listener
+        .local_addr()
+        .map_err(TransportError::Listener)?
+        .port();
+    let mut config =
+        StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token());
+    if auth.any_host {
+        config = config.disable_allowed_hosts();
+    }
+    let mcp = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let origins = if auth.allowed_origins.is_empty() {
+        loopback_origins(port)
+    } else {
+        auth.allowed_origins.clone()
+    };
+    let gate = Arc::new(Gate {
+        token: auth.token.clone(),
+        origins,
+        mcp,
+    });
+    let mut connections = JoinSet::new();
+    loop {
+        while connections.try_join_next().is_some() {}
+        let (stream, peer) = tokio::select! {
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of descriptors, a connection reset before accept:
+                    // the listener itself is fine; do not spin.
+                    tracing::warn!(%error, "accepting an HTTP connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        tracing::debug!(%peer, "HTTP connection");
+        let gate = Arc::clone(&gate);
+        let stop = stop.clone();
+        connections.spawn(async move {
+            let service = service_fn(move |request| Arc::clone(&gate).serve(request));
+            let mut builder = http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT);
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if let Err(error) = result {
+                        tracing::debug!(%peer, %error, "HTTP connection ended");
+                    }
+                }
+                () = stop.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(CLOSE_BOUND, connection).await;
+                }
+            }
+        });
+    }
+    drop(listener);
+    // Each connection bounds its own close; this bound only guards against
+    // a task that never returns.
+    let _ = tokio::time::timeout(CLOSE_BOUND * 2, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    Ok(())
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// The checks in front of rmcp's service.
+struct Gate<S> {
+    token: String,
+    origins: Vec<String>,
+    mcp: StreamableHttpService<S, LocalSessionManager>,
+}
+
+impl<S: ServerHandler + Send + 'static> Gate<S> {
+    async fn serve(
+        self: Arc<Self>,
+        request: Request<Incoming>,
+    ) -> Result<Response<Body>, Infallible> {
+        if request.uri().path() != PATH {
+            return Ok(plain(
+                StatusCode::NOT_FOUND,
+                "not found: the MCP endpoint is /mcp\n",
+            ));
+        }
+        if let Some(origin) = request.headers().get(header::ORIGIN)
+            && !self.origin_allowed(origin)
+        {
+            tracing::debug!(?origin, "origin refused");
+            return Ok(plain(
+                StatusCode::FORBIDDEN,
+                "forbidden: this Origin is not allowed\n",
+            ));
+        }
+        if !self.authorized(request.headers().get(header::AUTHORIZATION)) {
+            let mut response = plain(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized: send Authorization: Bearer TOKEN\n",
+            );
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"corral\""),
+            );
+            return Ok(response);
+        }
+        Ok(self.mcp.handle(request).await)
+    }
+
+    fn origin_allowed(&self, origin: &HeaderValue) -> bool {
+        self.origins
+            .iter()
+            .any(|allowed| allowed.as_bytes().eq_ignore_ascii_case(origin.as_bytes()))
+    }
+
+    fn authorized(&self, header: Option<&HeaderValue>) -> bool {
+        let Some(value) = header else { return false };
+        let value = value.as_bytes();
+        let scheme = b"bearer ";
+        if value.len() < scheme.len() || !value[..scheme.len()].eq_ignore_ascii_case(scheme) {
+            return false;
+        }
+        same_secret(value[scheme.len()..].trim_ascii(), self.token.as_bytes())
+    }
+}
+
+/// Whether `given` equals `secret`, in a time that depends only on their
+/// lengths (the token's length is no secret: corral's own are 64 hex digits).
+fn same_secret(given: &[u8], secret: &[u8]) -> bool {
+    if given.len() != secret.len() {
+        return false;
+    }
+    let difference = given
+        .iter()
+        .zip(secret)
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+    std::hint::black_box(difference) == 0
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests;
