@@ -6,8 +6,9 @@
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-        PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+        ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+        ServerConfig,
     },
     service::RequestContext,
 };
@@ -63,8 +64,13 @@ impl ServerHandler for CorralServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let token = context.meta.get_progress_token();
         let (progress_tx, mut progress_rx) = mpsc::channel::<Progress>(4);
+        // The call runs in a task of its own: a panic in it becomes a tool
+        // error instead of a request never answered. Dropping this future
+        // (the session ended) still cancels it, through the guard.
+        let cancel = context.ct.child_token();
+        let _on_drop = cancel.clone().drop_guard();
         let call = CallContext {
-            cancel: context.ct.clone(),
+            cancel,
             progress: token.is_some().then(|| {
                 let tx = progress_tx.clone();
                 std::sync::Arc::new(move |progress: Progress| {
@@ -75,11 +81,18 @@ impl ServerHandler for CorralServer {
         };
         drop(progress_tx);
         let arguments = request.arguments.unwrap_or_default();
-        let running = self.runner.call(&request.name, arguments, call);
-        let mut running = std::pin::pin!(running);
+        let runner = self.runner.clone();
+        let name = request.name.to_string();
+        let mut running = tokio::spawn(async move { runner.call(&name, arguments, call).await });
         let result = loop {
             tokio::select! {
-                result = &mut running => break result,
+                joined = &mut running => break joined.unwrap_or_else(|error| {
+                    tracing::error!(%error, "a tool call failed inside the server");
+                    CallToolResult::error(vec![ContentBlock::text(format!(
+                        "the call failed inside the server ({error}); if it started a command, \
+                         its tree was ended"
+                    ))])
+                }),
                 Some(progress) = progress_rx.recv() => {
                     if let Some(token) = &token {
                         #[allow(clippy::cast_precision_loss)]
