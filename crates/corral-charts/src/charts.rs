@@ -24,7 +24,7 @@ pub fn short(v: f64) -> String {
 /// Draws every chart whose results exist into `out`; returns the files.
 pub fn draw_all(results: &Results, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
     type Section = fn(&Run, &Path) -> anyhow::Result<()>;
-    let sections: [(&str, Section); 8] = [
+    let sections: [(&str, Section); 9] = [
         ("spawn", spawn),
         ("kill", kill),
         ("cli", cli),
@@ -33,6 +33,7 @@ pub fn draw_all(results: &Results, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
         ("scale", scale),
         ("growth", growth),
         ("mcp_clients", mcp_clients),
+        ("serve", serve),
     ];
     let mut drawn = Vec::new();
     for (bench, draw) in sections {
@@ -177,6 +178,20 @@ fn watchdog(run: &Run, path: &Path) -> anyhow::Result<()> {
         bars,
     };
     bar_chart(path, &caption("4. the owner-death guard", run), &[panel])
+}
+
+fn serve(run: &Run, path: &Path) -> anyhow::Result<()> {
+    let bars = timing_bars(run, "direct spawn (corral::Command, piped)", |_| true, &[]);
+    let panel = BarPanel {
+        title: "run of true, cgroup backend; median, whisker to p90".to_owned(),
+        axis: "ms".to_owned(),
+        bars,
+    };
+    bar_chart(
+        path,
+        &caption("9. corral mcp serve: a run through MCP", run),
+        &[panel],
+    )
 }
 
 fn relay(run: &Run, path: &Path) -> anyhow::Result<()> {

@@ -8,7 +8,7 @@ use anyhow::Context;
 use serde_json::Value;
 
 /// Every bench whose results the charts and the summary read.
-pub const BENCHES: [&str; 8] = [
+pub const BENCHES: [&str; 9] = [
     "spawn",
     "kill",
     "cli",
@@ -17,6 +17,7 @@ pub const BENCHES: [&str; 8] = [
     "scale",
     "growth",
     "mcp_clients",
+    "serve",
 ];
 
 /// One results file.

@@ -138,6 +138,33 @@ fn watchdog_line(results: &Results) -> Line {
     }
 }
 
+fn serve_line(results: &Results) -> Line {
+    let target =
+        "`corral mcp serve`: added median of a `run` of `true` over a direct spawn (no target)";
+    let Some(run) = results.get("serve") else {
+        return not_measured(target, "serve");
+    };
+    let extra = run.rows.iter().find(|r| !r["added_median_ms"].is_null());
+    let get = |k: &str| extra.and_then(|r| num(r, k)).unwrap_or(f64::NAN);
+    let median = |contender: &str| {
+        run.row("contender", contender)
+            .and_then(|r| num(r, "median_ms"))
+            .map_or("-".to_owned(), short)
+    };
+    Line {
+        target: target.to_owned(),
+        measured: format!(
+            "**{:+.3} ms** = **{:.2}x** (direct {}, through MCP {} ms)",
+            get("added_median_ms"),
+            get("ratio_median"),
+            median("direct spawn (corral::Command, piped)"),
+            median("run through MCP (rmcp client, in-process pipe)"),
+        ),
+        verdict: "measured".to_owned(),
+        run: run.when(),
+    }
+}
+
 fn relay_lines(results: &Results) -> Vec<Line> {
     let trip = "`corral mcp wrap`: added median round trip <= 100 us";
     let rate = "`corral mcp wrap`: small messages >= 50,000/s";
@@ -331,6 +358,7 @@ pub fn summary(results: &Results) -> String {
     lines.push(scale_line(results, "group"));
     lines.push(growth_line(results));
     lines.push(mcp_clients_line(results));
+    lines.push(serve_line(results));
     let mut out = String::from("| target | latest figure | met? | run |\n|---|---|---|---|\n");
     for line in lines {
         out.push_str(&format!(
