@@ -32,9 +32,9 @@ impl HeadTail {
         let head_cap = cap / 2;
         let tail_cap = cap - head_cap;
         Self {
-            head: Vec::with_capacity(head_cap),
+            head: Vec::new(),
             head_cap,
-            tail: VecDeque::with_capacity(tail_cap),
+            tail: VecDeque::new(),
             tail_cap,
             total: 0,
         }
@@ -127,7 +127,7 @@ impl Ring {
     #[must_use]
     pub fn new(cap: usize) -> Self {
         Self {
-            buf: VecDeque::with_capacity(cap),
+            buf: VecDeque::new(),
             cap,
             end: 0,
         }

@@ -28,7 +28,7 @@ use super::{
 use crate::tasks::TaskCount;
 
 /// Finished background runs kept for `read_run` and `wait_run`.
-const KEEP_FINISHED: usize = 64;
+const KEEP_FINISHED: usize = 16;
 
 /// One background run.
 #[derive(Debug)]

@@ -182,14 +182,30 @@ fn plan(shared: &Shared, args: &RunArgs) -> Result<Plan, FieldError> {
         Some(asked) => asked,
         None => options.default_timeout.min(options.max_timeout),
     };
-    let kill_after = args.kill_after.unwrap_or(options.kill_after);
+    // The server's grace is the most a call may ask for: a longer one would
+    // hold a tree that ignores SIGTERM past its timeout, its cancellation,
+    // `kill_run` and the server's shutdown.
+    let kill_after = match args.kill_after {
+        Some(asked) if asked > options.kill_after => {
+            return Err(FieldError {
+                field: "kill_after".into(),
+                rule: format!(
+                    "{} s is above this server's grace of {} s (--kill-after); ask for less",
+                    asked.as_secs_f64(),
+                    options.kill_after.as_secs_f64()
+                ),
+            });
+        }
+        Some(asked) => asked,
+        None => options.kill_after,
+    };
     let limits = json!({
         "timeout_s": timeout.as_secs_f64(),
         "timeout_from": if args.timeout.is_some() { "call" } else { "server default (--default-timeout)" },
         "max_timeout_s": options.max_timeout.as_secs_f64(),
         "kill_after_s": kill_after.as_secs_f64(),
         "max_output_bytes": options.max_output,
-        "max_concurrent": options.max_concurrent,
+        "max_concurrent": options.max_concurrent.max(1),
         "roots": shared.roots.list(),
     });
     Ok(Plan {
@@ -227,6 +243,9 @@ async fn run(
 ) -> Result<CallToolResult, FieldError> {
     let args = request::run_args(arguments)?;
     let plan = plan(shared, &args)?;
+    // Counted before the permit: a shutdown that starts meanwhile waits for
+    // this run too (or refuses it).
+    let alive = shared.active.enter();
     let permit = shared.permit(&context.cancel).await.map_err(refused)?;
     // Every tree ends with the server, and with the call's cancellation
     // (a foreground run's), through this token.
@@ -247,11 +266,24 @@ async fn run(
         let task_shared = shared.clone();
         let task_id = id.clone();
         tasks::spawn(&shared.active, async move {
+            let _alive = alive;
             let _permit = permit;
-            let ended = run::execute(&plan, cancel, kept, None).await;
-            task_shared.audit(&plan, Some(&task_id), &ended);
-            done_tx.send_replace(Some(ended));
-            task_shared.finished(&task_id);
+            // Says the run is over even if this task panics.
+            let mut finish = Finish {
+                done: Some(done_tx),
+                shared: task_shared,
+                id: task_id,
+            };
+            let ended = run::execute(&plan, cancel, kept.clone(), None).await;
+            finish.shared.audit(&plan, Some(&finish.id), &ended);
+            // The result holds the kept head and tail now; the rings stay
+            // for `read_run`.
+            {
+                let mut kept = lock(&kept);
+                kept.stdout = super::output::HeadTail::new(0);
+                kept.stderr = super::output::HeadTail::new(0);
+            }
+            finish.send(ended);
         });
         let value = json!({"run_id": id, "state": "running"});
         return Ok(result(
@@ -260,7 +292,7 @@ async fn run(
             false,
         ));
     }
-    let _alive = shared.active.enter();
+    let _alive = alive;
     let _permit = permit;
     let kept = Arc::new(Mutex::new(Kept::new(plan.max_output, 0)));
     // The client's cancellation ends this run's tree too.
@@ -275,6 +307,33 @@ async fn run(
     };
     shared.audit(&plan, None, &ended);
     Ok(of_ended(&ended))
+}
+
+/// Publishes a background run's end exactly once, and a failure if its task
+/// panicked before it could.
+struct Finish {
+    done: Option<watch::Sender<Option<Ended>>>,
+    shared: Arc<Shared>,
+    id: String,
+}
+
+impl Finish {
+    fn send(&mut self, ended: Ended) {
+        if let Some(done) = self.done.take() {
+            done.send_replace(Some(ended));
+            self.shared.finished(&self.id);
+        }
+    }
+}
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        self.send(Ended {
+            result: json!({"outcome": "failed", "error": "the run's task failed inside the server; its tree was ended", "effects_unknown": true}),
+            text: "the run failed inside the server; its tree was ended; its effects are unknown".into(),
+            failed: true,
+        });
+    }
 }
 
 fn list_runs(shared: &Shared) -> CallToolResult {

@@ -108,6 +108,9 @@ pub fn loopback_origins(port: u16) -> Vec<String> {
         .collect()
 }
 
+/// Open HTTP connections at most.
+const MAX_CONNECTIONS: usize = 256;
+
 /// Serves `server` over this process's stdin and stdout (newline-delimited
 /// JSON-RPC) until the client closes stdin or `stop` is cancelled. Nothing
 /// else may write to stdout meanwhile.
@@ -197,6 +200,17 @@ where
     let mut connections = JoinSet::new();
     loop {
         while connections.try_join_next().is_some() {}
+        // A cap on open connections: nobody without the token can use up
+        // the server's descriptors (refused requests also close theirs).
+        while connections.len() >= MAX_CONNECTIONS {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                _ = connections.join_next() => {}
+            }
+        }
+        if stop.is_cancelled() {
+            break;
+        }
         let (stream, peer) = tokio::select! {
             () = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -320,6 +334,10 @@ fn same_secret(given: &[u8], secret: &[u8]) -> bool {
 fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
     *response.status_mut() = status;
+    // A refused request does not keep its connection.
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),

@@ -47,6 +47,13 @@ async fn bad_input_names_the_field_and_the_rule_and_the_server_keeps_serving() {
         (json!({"argv": ["true"], "timeout": 3600}), "timeout"),
         (json!({"argv": ["true"], "env": {"A": 1}}), "env.A"),
         (json!({"argv": ["true"], "timeout": "soon"}), "timeout"),
+        // A grace above the server's would hold a TERM-ignoring tree past
+        // its timeout, its cancellation and the shutdown.
+        (json!({"argv": ["true"], "kill_after": 1e9}), "kill_after"),
+        (
+            json!({"argv": ["true"], "kill_after": "1000h"}),
+            "kill_after",
+        ),
     ];
     for (arguments, field) in cases {
         let result = served.call("run", arguments.clone()).await;
@@ -174,4 +181,20 @@ async fn the_run_tool_is_annotated_as_not_read_only_not_idempotent_open_world() 
     for name in ["run", "list_runs", "read_run", "wait_run", "kill_run"] {
         assert!(names.contains(&name), "{names:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_term_ignoring_run_is_killed_within_the_servers_grace() {
+    let served = serve("term-ignoring", |_| {}).await;
+    let started = std::time::Instant::now();
+    let value = served
+        .run(json!({"shell": "trap '' TERM; sleep 20 & wait; sleep 20", "timeout": 0.3, "kill_after": 0.3}))
+        .await;
+    assert_eq!(value["outcome"], "timed_out", "{value}");
+    assert_eq!(value["cleanup"]["escalated"], true, "{value}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
 }
