@@ -109,10 +109,15 @@ struct HttpServer {
 
 impl HttpServer {
     fn start(extra: &[&str]) -> Self {
+        Self::start_with_env(extra, &[])
+    }
+
+    fn start_with_env(extra: &[&str], env: &[(&str, &Path)]) -> Self {
         let mut child = Owned(
             Command::new(wrapper())
                 .args(["mcp", "serve", "--http", "127.0.0.1:0"])
                 .args(extra)
+                .envs(env.iter().map(|(key, value)| (*key, *value)))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
@@ -600,4 +605,81 @@ fn sigterm_ends_a_background_run_and_exits_0() {
         !run.is_alive(),
         "the background run outlived the server's exit"
     );
+}
+
+/// The watchdog the server `pid` started: its child that is not the run
+/// `except` (the watchdog is forked early, so it shows corral's own command
+/// line), by identity.
+fn watchdog_of(pid: i32, except: i32) -> Option<Proc> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let child: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = corral_tests::stat(child)?;
+            (stat.ppid == pid && child != except && stat.is_running()).then(|| Proc::of(child))?
+        })
+}
+
+/// A server that crashed together with its watchdog leaves its runs to
+/// corral's crash ledger: the next server's first spawn reaps them.
+#[test]
+fn a_restarted_server_reaps_its_crashed_predecessors_runs() {
+    require_peers();
+    if corral_tests::cgroup_parent().is_none() {
+        return;
+    }
+    let scratch = Scratch::new("serve-restart");
+    let ledger = scratch.path("ledger");
+    let file = scratch.path("run");
+    let env = [("CORRAL_LEDGER_DIR", ledger.as_path())];
+    let mut first = HttpServer::start_with_env(&[], &env);
+    let started = json!({"call": "run", "arguments": {
+        "shell": format!("{}; exec sleep 600", record_identity("$$", &file)),
+        "background": true, "timeout": 600}});
+    let events = client(&[
+        "--url",
+        &first.url,
+        "--token",
+        &first.token,
+        &json!([started]).to_string(),
+    ]);
+    assert_eq!(event(&events, "result")["is_error"], false, "{events:#?}");
+    let run = identity(&file);
+    let server =
+        Proc::of(i32::try_from(first.child.id()).expect("a pid")).expect("the server runs");
+    let mut watchdog = None;
+    assert!(
+        wait_until(LIMIT, || {
+            watchdog = watchdog_of(server.pid, run.pid);
+            watchdog.is_some()
+        }),
+        "the server's watchdog"
+    );
+    let watchdog = watchdog.expect("found");
+    // Stopped, the server cannot replace its watchdog: both go at once.
+    assert!(server.signal(Signal::STOP));
+    assert!(watchdog.kill());
+    assert!(
+        wait_until(LIMIT, || !watchdog.is_alive()),
+        "the watchdog is gone"
+    );
+    first.child.kill().expect("SIGKILL to our child");
+    let _ = first.child.wait();
+    assert!(
+        run.is_alive(),
+        "nobody has ended the crashed server's run yet"
+    );
+    // The next server reaps it: its first spawn sweeps the ledger.
+    let second = HttpServer::start_with_env(&[], &env);
+    let call = json!({"call": "run", "arguments": {"argv": ["true"]}});
+    let events = client(&[
+        "--url",
+        &second.url,
+        "--token",
+        &second.token,
+        &json!([call]).to_string(),
+    ]);
+    assert_eq!(event(&events, "result")["is_error"], false, "{events:#?}");
+    assert_gone(&[run], Duration::from_secs(10), "the crashed server's run");
 }
