@@ -175,3 +175,37 @@ pub async fn shutdown(
         .await
         .expect("the manager's shutdown returned within 30 s")
 }
+
+/// A fixture serving streamable HTTP, killed by identity when dropped.
+pub struct Served {
+    pub url: String,
+    _guard: Guard,
+}
+
+/// Starts `mcp-fixture --http 127.0.0.1:0 --log FILE ARGS` and waits for
+/// its `listening` line.
+pub fn serve_http(files: &Files, args: &[&str]) -> Served {
+    use std::io::BufRead as _;
+    let mut child = std::process::Command::new(fixture())
+        .args(["--http", "127.0.0.1:0", "--log"])
+        .arg(files.log())
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        // Its notes go to the log too.
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawning mcp-fixture --http");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let guard = Guard::new(child);
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("reading the listening line");
+    let url = line
+        .trim()
+        .strip_prefix("listening ")
+        .unwrap_or_else(|| panic!("not a listening line: {line:?}"))
+        .to_owned();
+    Served { url, _guard: guard }
+}

@@ -4,56 +4,14 @@
 //! dropped and counted, and every path that ends a connection leaves no
 //! task behind (tests named `teardown_*`).
 
-use std::{
-    io::{BufRead, BufReader},
-    process::{Command, Stdio},
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use corral_mcp::client::{
     CallError, CallOptions, ConnectError, Connection, Ended, HttpOptions, Manager, Server,
 };
-use corral_tests::Guard;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
-use crate::common::{Files, fixture, quick};
-
-/// A fixture serving HTTP, killed by identity when dropped.
-struct Served {
-    url: String,
-    _guard: Guard,
-}
-
-/// Starts `mcp-fixture --http 127.0.0.1:0 --log FILE ARGS` and waits for
-/// its `listening` line.
-fn serve(files: &Files, args: &[&str]) -> Served {
-    let mut child = Command::new(fixture())
-        .args(["--http", "127.0.0.1:0", "--log"])
-        .arg(files.log())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        // Its notes go to the log too.
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawning mcp-fixture --http");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let guard = Guard::new(child);
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("reading the listening line");
-    let url = line
-        .trim()
-        .strip_prefix("listening ")
-        .unwrap_or_else(|| panic!("not a listening line: {line:?}"))
-        .to_owned();
-    Served { url, _guard: guard }
-}
-
-fn message(text: &str) -> Option<Map<String, Value>> {
-    json!({"message": text}).as_object().cloned()
-}
+use crate::common::{Files, message, quick, serve_http as serve};
 
 /// The text of the fixture's log (received bodies and its notes).
 fn log(files: &Files) -> String {

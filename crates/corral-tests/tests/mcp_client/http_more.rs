@@ -1,48 +1,11 @@
 //! More of the streamable HTTP transport against `mcp-fixture --http`: a
 //! handshake past its deadline leaves no task behind.
 
-use std::{
-    io::{BufRead, BufReader},
-    process::{Command, Stdio},
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use corral_mcp::client::{HttpOptions, Manager, Server};
-use corral_tests::Guard;
 
-use crate::common::{Files, fixture, quick};
-
-/// A fixture serving HTTP, killed by identity when dropped.
-struct Served {
-    url: String,
-    _guard: Guard,
-}
-
-/// Starts `mcp-fixture --http 127.0.0.1:0 --log FILE ARGS` and waits for
-/// its `listening` line (as `http.rs` does).
-fn serve(files: &Files, args: &[&str]) -> Served {
-    let mut child = Command::new(fixture())
-        .args(["--http", "127.0.0.1:0", "--log"])
-        .arg(files.log())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawning mcp-fixture --http");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let guard = Guard::new(child);
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("reading the listening line");
-    let url = line
-        .trim()
-        .strip_prefix("listening ")
-        .unwrap_or_else(|| panic!("not a listening line: {line:?}"))
-        .to_owned();
-    Served { url, _guard: guard }
-}
+use crate::common::{Files, quick, serve_http as serve};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn teardown_http_handshake_timeout_names_the_deadline_and_leaves_no_task() {
