@@ -31,7 +31,10 @@
 use std::{
     collections::HashSet,
     fs, io,
-    os::fd::{AsFd, OwnedFd},
+    os::{
+        fd::{AsFd, OwnedFd},
+        unix::fs::MetadataExt,
+    },
     path::{Path, PathBuf},
     sync::OnceLock,
     time::Duration,
@@ -77,7 +80,6 @@ pub(crate) fn delegates_namespaces() -> bool {
 /// that the user `uid` in group `gid` may write, going by owner and mode: a
 /// process of that user could move itself through it, out of the leaf.
 pub(crate) fn writable_by(leaf: &Path, uid: u32, gid: Option<u32>) -> Option<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
     let mount = mount()?;
     let mut dir = Some(leaf);
     while let Some(current) = dir.filter(|d| d.starts_with(mount)) {
@@ -129,14 +131,22 @@ pub(crate) fn own_cgroup(proc_cgroup: &str) -> Option<&str> {
         .filter(|path| path.starts_with('/'))
 }
 
+/// The environment variable that names the cgroup leaves go in, instead of
+/// this process's own: a delegated cgroup without processes, where corral may
+/// enable the controllers that resource limits need (see `docs/limits.md`).
+pub const PARENT_VARIABLE: &str = "CORRAL_CGROUP_PARENT";
+
 /// The directory new leaves go in, or why there is none (read once).
-fn parent_dir() -> Result<PathBuf, String> {
+pub(crate) fn parent_dir() -> Result<PathBuf, String> {
     static PARENT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     PARENT
         .get_or_init(|| {
             let mount = find_v2_mount(mountinfo()?)
                 .filter(|_| !crate::fault::active("no-cgroup2"))
                 .ok_or("no cgroup v2 hierarchy is mounted (cgroup2 not in /proc/self/mountinfo)")?;
+            if let Some(chosen) = std::env::var_os(PARENT_VARIABLE).filter(|v| !v.is_empty()) {
+                return chosen_parent(&mount, Path::new(&chosen), sys::geteuid());
+            }
             let own = fs::read_to_string("/proc/self/cgroup")
                 .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
             let own = own_cgroup(&own)
@@ -144,6 +154,42 @@ fn parent_dir() -> Result<PathBuf, String> {
             Ok(mount.join(own.trim_start_matches('/')))
         })
         .clone()
+}
+
+/// Checks the cgroup [`PARENT_VARIABLE`] names: a directory of the v2
+/// hierarchy (given as a file-system path under the mount, or as a cgroup
+/// path as `/proc/PID/cgroup` shows it), after symlinks, owned by this user
+/// or by root: root never puts a tree in a cgroup another user could have
+/// made.
+pub(crate) fn chosen_parent(mount: &Path, chosen: &Path, euid: u32) -> Result<PathBuf, String> {
+    let bad = |why: String| format!("{PARENT_VARIABLE}={}: {why}", chosen.display());
+    if !chosen.is_absolute() {
+        return Err(bad("give an absolute path".to_owned()));
+    }
+    let path = if chosen.starts_with(mount) {
+        chosen.to_owned()
+    } else {
+        mount.join(chosen.strip_prefix("/").unwrap_or(chosen))
+    };
+    let real = fs::canonicalize(&path).map_err(|e| bad(format!("{} ({e})", path.display())))?;
+    if !real.starts_with(mount) || !real.join("cgroup.procs").exists() {
+        return Err(bad(format!(
+            "{} is not a cgroup of the v2 hierarchy mounted at {}",
+            real.display(),
+            mount.display()
+        )));
+    }
+    let owner = fs::metadata(&real)
+        .map_err(|e| bad(format!("{} ({e})", real.display())))?
+        .uid();
+    if owner != euid && owner != 0 {
+        return Err(bad(format!(
+            "{} belongs to user {owner}; corral makes leaves only in a cgroup that root or \
+             this user ({euid}) owns",
+            real.display()
+        )));
+    }
+    Ok(real)
 }
 
 /// Adds the likely cause to a refused `mkdir` of a leaf where the kernel's
@@ -817,7 +863,7 @@ pub(crate) fn mount() -> Option<&'static Path> {
 
 /// `/proc/self/mountinfo`, read once: the mount, the leaves' parent and
 /// `nsdelegate` all come from it (each was already read once per process).
-fn mountinfo() -> Result<&'static str, String> {
+pub(crate) fn mountinfo() -> Result<&'static str, String> {
     static TEXT: OnceLock<Result<String, String>> = OnceLock::new();
     TEXT.get_or_init(|| {
         fs::read_to_string("/proc/self/mountinfo")
