@@ -381,7 +381,7 @@ mod tests {
         assert!(bound_to_v1(hybrid, "memory"));
         assert!(bound_to_v1(hybrid, "cpu"));
         assert!(!bound_to_v1(hybrid, "pids"));
-        assert!(!bound_to_v1(hybrid, "rw"));
+        assert!(!bound_to_v1(hybrid, "io"));
         assert!(!bound_to_v1("41 31 0:38 / /x rw - cgroup2 cgroup2 rw,memory\n", "memory"));
     }
 
