@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use corral::{BackendChoice, duration};
 
-use crate::kit::{exit, sink::ReportArgs};
+use crate::kit::{exit, limits::LimitArgs, sink::ReportArgs};
 
 const LONG_VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
@@ -167,6 +167,11 @@ pub struct RunArgs {
     /// of its leaf cgroup. The environment (HOME, USER) is passed unchanged.
     #[arg(short, long, value_name = "USER[:GROUP]")]
     pub user: Option<String>,
+
+    // --max-procs, --max-memory, --max-swap, --cpus, --cpu-time,
+    // --limits-best-effort (the same for every subcommand that runs a tree).
+    #[command(flatten, next_help_heading = "Limits on the whole tree (cgroup v2; see corral capabilities)")]
+    pub limits: LimitArgs,
 
     // --report, --report-fd (the same for every supervising subcommand).
     #[command(flatten)]

@@ -9,6 +9,8 @@
 //! | `CannotInvoke`     | 126     | the command was found but cannot be executed | the server command, the same |
 //! | `NotFound`         | 127     | the command was not found | the server command, the same |
 //! | `Signaled(N)`      | 128+N   | the command died of signal N (with `--preserve-status`, also corral's own after a timeout) | the server died of signal N that corral did not send |
+//! | `Signaled(9)`      | 137     | also: `--max-memory` was exceeded (the kernel's out-of-memory kill) | — |
+//! | `Signaled(24)`     | 152     | `--cpu-time` was spent and the tree was ended (as `ulimit -t`'s `SIGXCPU`) | — |
 //! | `Interrupted(N)`   | 128+N   | corral received signal N (a dead parent counts as `SIGTERM`) and ended the tree | the same (the client's death counts as `SIGTERM`) |
 //!
 //! `corral mcp call` and `corral mcp list` exit by their [`CallOutcome`]
@@ -18,7 +20,7 @@
 //! [`RUN`], [`WRAP`], [`CALL`] and [`LIST`] are these tables as `--help`
 //! prints them.
 
-use corral::{Error, Exit, Outcome, Signal, SpawnFailure};
+use corral::{Error, Exit, Limit, Outcome, Signal, SpawnFailure};
 use corral_mcp::Ending;
 use serde::Serialize;
 
@@ -68,6 +70,14 @@ pub const RUN: Table = Table {
         (
             "128+N",
             "the command died of signal N, or corral received signal N",
+        ),
+        (
+            "137",
+            "also: --max-memory was exceeded and the kernel killed the tree (128+SIGKILL)",
+        ),
+        (
+            "152",
+            "--cpu-time was spent and the tree was ended (128+SIGXCPU, as ulimit -t)",
         ),
     ],
 };
@@ -243,6 +253,22 @@ impl Status {
             },
             Outcome::TimedOut => Self::TimedOut,
             Outcome::Cancelled => Self::Interrupted(received.unwrap_or(Signal::TERM)),
+            // As a shell shows an out-of-memory kill.
+            Outcome::LimitExceeded {
+                limit: Limit::Memory,
+            } => Self::Signaled(Signal::KILL),
+            // As `ulimit -t` ends a process: SIGXCPU.
+            Outcome::LimitExceeded {
+                limit: Limit::CpuTime,
+            } => Self::Signaled(Signal::XCPU),
+            // The command failed by itself after a refused fork: its status.
+            Outcome::LimitExceeded {
+                limit: Limit::Processes,
+            } => match leader {
+                Some(Exit::Code(code)) => of_code(code),
+                Some(Exit::Signal(signal)) => Self::Signaled(signal),
+                None => Self::Failed,
+            },
             _ => Self::Failed,
         }
     }
