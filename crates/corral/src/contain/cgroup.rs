@@ -280,7 +280,23 @@ pub(crate) struct Leaf {
 }
 
 impl Leaf {
+    /// Creates a leaf under [`parent_dir`]. Where [`PARENT_VARIABLE`] names
+    /// the parent, a parent that cannot be used is an error, never a quiet
+    /// fallback to another backend: the caller asked for that cgroup.
     pub(crate) fn create(reserve: &mut dyn FnMut(&Path)) -> Result<Self, LeafError> {
+        let chosen = std::env::var_os(PARENT_VARIABLE).is_some_and(|v| !v.is_empty());
+        Self::create_in_parent(reserve).map_err(|error| match error {
+            LeafError::Unavailable(reason) if chosen => {
+                LeafError::Failed(Error::BackendUnavailable {
+                    backend: crate::backend::Backend::Cgroup,
+                    reason,
+                })
+            }
+            error => error,
+        })
+    }
+
+    fn create_in_parent(reserve: &mut dyn FnMut(&Path)) -> Result<Self, LeafError> {
         let parent = parent_dir().map_err(LeafError::Unavailable)?;
         let path = match create_unique(&parent, "corral", reserve) {
             Ok(path) => path,
