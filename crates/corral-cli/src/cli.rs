@@ -445,6 +445,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub audit: Option<PathBuf>,
 
+    // Limits on each run's whole tree: --max-procs, --max-memory,
+    // --max-swap, --cpus, --cpu-time, --limits-best-effort.
+    #[command(flatten, next_help_heading = "Limits on each run's whole tree (cgroup v2; see corral capabilities)")]
+    pub limits: LimitArgs,
+
     /// Log lifecycle events to stderr (RUST_LOG overrides the filter).
     #[arg(short, long)]
     pub verbose: bool,

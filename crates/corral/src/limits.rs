@@ -116,7 +116,7 @@ impl Limits {
     }
 
     /// The kinds of limit asked for.
-    pub(crate) fn wanted(&self) -> Vec<LimitKind> {
+    pub fn wanted(&self) -> Vec<LimitKind> {
         let asked = [
             self.max_processes.is_some(),
             self.max_memory.is_some(),

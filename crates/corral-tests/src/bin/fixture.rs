@@ -335,7 +335,7 @@ fn fork_bomb(mut args: Args) -> Result<(), Usage> {
     args.end()?;
     let secs = Duration::try_from_secs_f64(secs).map_err(|_| usage)?;
     let leader = sys::getpid();
-    sys::print_ready(&[leader]);
+    sys::print_ready(&[]);
     let start = Instant::now();
     let mut refused = 0u64;
     loop {
