@@ -184,3 +184,86 @@ fn help_lists_the_limits_and_their_exit_statuses() {
         assert!(help.contains(needle), "{needle} missing from --help");
     }
 }
+
+/// A cgroup made for one test under this process's own, removed on drop.
+struct TestCgroup(std::path::PathBuf);
+
+impl TestCgroup {
+    fn new(name: &str) -> Option<Self> {
+        let parent = skip::cgroup_parent()?;
+        let path = parent.join(format!("corral-test-{}-{name}", std::process::id()));
+        std::fs::create_dir(&path).expect("creating a test cgroup");
+        Some(Self(path))
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        // Leaves corral made in it are gone by now (each run removes its own).
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn leaves_go_in_the_cgroup_corral_cgroup_parent_names() {
+    let Some(chosen) = TestCgroup::new("parent") else {
+        return;
+    };
+    let scratch = Scratch::new("cli-chosen-parent");
+    let report = scratch.path("report.json");
+    let status = corral()
+        .env("CORRAL_CGROUP_PARENT", &chosen.0)
+        .args(["run", "--backend", "cgroup", "--report"])
+        .arg(&report)
+        .args(["--", "true"])
+        .status()
+        .expect("run corral");
+    assert!(status.success());
+    let report: Value = serde_json::from_slice(&std::fs::read(&report).expect("report"))
+        .expect("JSON");
+    let leaf = report["cgroup"].as_str().expect("a leaf");
+    assert_eq!(Path::new(leaf).parent(), Some(chosen.0.as_path()), "{report}");
+}
+
+#[test]
+fn a_cgroup_parent_root_did_not_make_is_refused_by_root() {
+    if !skip::is_root() {
+        skip::skipped("needs root to give a cgroup to another user");
+        return;
+    }
+    let Some(hostile) = TestCgroup::new("hostile") else {
+        return;
+    };
+    // What another user could have made: a cgroup of their own (a delegated
+    // subtree), and a symlink to it.
+    std::os::unix::fs::chown(&hostile.0, Some(65534), Some(65534)).expect("chown");
+    let scratch = Scratch::new("cli-hostile-parent");
+    let link = scratch.path("link");
+    std::os::unix::fs::symlink(&hostile.0, &link).expect("symlink");
+    let marker = scratch.path("ran");
+    for (named, needle) in [
+        (hostile.0.clone(), "belongs to user 65534".to_owned()),
+        (link.clone(), "belongs to user 65534".to_owned()),
+        (scratch.0.clone(), "is not a cgroup of the v2 hierarchy".to_owned()),
+        ("relative/path".into(), "give an absolute path".to_owned()),
+    ] {
+        let output = corral()
+            .env("CORRAL_CGROUP_PARENT", &named)
+            .args(["run", "--"])
+            .arg("touch")
+            .arg(&marker)
+            .output()
+            .expect("run corral");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(shell_status(output.status), 125, "{named:?}: {stderr}");
+        assert!(stderr.contains(&needle), "{named:?}: {needle:?} not in {stderr}");
+        assert!(stderr.contains("CORRAL_CGROUP_PARENT"), "{stderr}");
+        assert!(!marker.exists(), "{named:?}: the command ran");
+    }
+    let left: Vec<_> = std::fs::read_dir(&hostile.0)
+        .expect("read the hostile cgroup")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .collect();
+    assert!(left.is_empty(), "corral made a leaf in the hostile cgroup: {left:?}");
+}

@@ -157,16 +157,18 @@ pub(crate) fn parent_dir() -> Result<PathBuf, String> {
 }
 
 /// Checks the cgroup [`PARENT_VARIABLE`] names: a directory of the v2
-/// hierarchy (given as a file-system path under the mount, or as a cgroup
-/// path as `/proc/PID/cgroup` shows it), after symlinks, owned by this user
-/// or by root: root never puts a tree in a cgroup another user could have
-/// made.
+/// hierarchy (given as a file-system path, or, where no such path exists, as
+/// a cgroup path as `/proc/PID/cgroup` shows it), after symlinks, owned by
+/// this user or by root: root never puts a tree in a cgroup another user
+/// could have made.
 pub(crate) fn chosen_parent(mount: &Path, chosen: &Path, euid: u32) -> Result<PathBuf, String> {
     let bad = |why: String| format!("{PARENT_VARIABLE}={}: {why}", chosen.display());
     if !chosen.is_absolute() {
         return Err(bad("give an absolute path".to_owned()));
     }
-    let path = if chosen.starts_with(mount) {
+    // A file-system path (under the mount, or a symlink elsewhere) first;
+    // else a cgroup path, relative to the mount.
+    let path = if chosen.starts_with(mount) || fs::symlink_metadata(chosen).is_ok() {
         chosen.to_owned()
     } else {
         mount.join(chosen.strip_prefix("/").unwrap_or(chosen))
