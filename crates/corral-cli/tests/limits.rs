@@ -245,7 +245,7 @@ fn a_cgroup_parent_root_did_not_make_is_refused_by_root() {
         (hostile.0.clone(), "belongs to user 65534".to_owned()),
         (link.clone(), "belongs to user 65534".to_owned()),
         (scratch.0.clone(), "is not a cgroup of the v2 hierarchy".to_owned()),
-        ("relative/path".into(), "give an absolute path".to_owned()),
+        ("no/such/cgroup".into(), "No such file".to_owned()),
     ] {
         let output = corral()
             .env("CORRAL_CGROUP_PARENT", &named)

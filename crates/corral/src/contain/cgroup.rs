@@ -144,31 +144,36 @@ pub(crate) fn parent_dir() -> Result<PathBuf, String> {
             let mount = find_v2_mount(mountinfo()?)
                 .filter(|_| !crate::fault::active("no-cgroup2"))
                 .ok_or("no cgroup v2 hierarchy is mounted (cgroup2 not in /proc/self/mountinfo)")?;
-            if let Some(chosen) = std::env::var_os(PARENT_VARIABLE).filter(|v| !v.is_empty()) {
-                return chosen_parent(&mount, Path::new(&chosen), sys::geteuid());
-            }
             let own = fs::read_to_string("/proc/self/cgroup")
                 .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
             let own = own_cgroup(&own)
                 .ok_or("this process has no cgroup v2 path (no 0:: line in /proc/self/cgroup)")?;
-            Ok(mount.join(own.trim_start_matches('/')))
+            let own = mount.join(own.trim_start_matches('/'));
+            if let Some(chosen) = std::env::var_os(PARENT_VARIABLE).filter(|v| !v.is_empty()) {
+                return chosen_parent(&mount, &own, Path::new(&chosen), sys::geteuid());
+            }
+            Ok(own)
         })
         .clone()
 }
 
 /// Checks the cgroup [`PARENT_VARIABLE`] names: a directory of the v2
-/// hierarchy (given as a file-system path, or, where no such path exists, as
-/// a cgroup path as `/proc/PID/cgroup` shows it), after symlinks, owned by
-/// this user or by root: root never puts a tree in a cgroup another user
-/// could have made.
-pub(crate) fn chosen_parent(mount: &Path, chosen: &Path, euid: u32) -> Result<PathBuf, String> {
+/// hierarchy, given as a file-system path, or, where no such path exists, as
+/// a cgroup path as `/proc/PID/cgroup` shows it; a relative path is taken
+/// from this process's own cgroup `own` (`..`: its parent, the unit's cgroup
+/// under systemd's `DelegateSubgroup=`). After symlinks and `..`, it must be
+/// inside the mount and owned by this user or by root: root never puts a
+/// tree in a cgroup another user could have made.
+pub(crate) fn chosen_parent(
+    mount: &Path,
+    own: &Path,
+    chosen: &Path,
+    euid: u32,
+) -> Result<PathBuf, String> {
     let bad = |why: String| format!("{PARENT_VARIABLE}={}: {why}", chosen.display());
-    if !chosen.is_absolute() {
-        return Err(bad("give an absolute path".to_owned()));
-    }
-    // A file-system path (under the mount, or a symlink elsewhere) first;
-    // else a cgroup path, relative to the mount.
-    let path = if chosen.starts_with(mount) || fs::symlink_metadata(chosen).is_ok() {
+    let path = if chosen.is_relative() {
+        own.join(chosen)
+    } else if chosen.starts_with(mount) || fs::symlink_metadata(chosen).is_ok() {
         chosen.to_owned()
     } else {
         mount.join(chosen.strip_prefix("/").unwrap_or(chosen))
