@@ -52,9 +52,16 @@ pub fn main(json: bool) -> anyhow::Result<Status> {
             .controller
             .map_or_else(|| "cpu.stat".to_owned(), |c| format!("{c} controller"));
         let line = if status.available {
-            format!("{:<14} available    ({controller})", status.limit.to_string())
+            format!(
+                "{:<14} available    ({controller})",
+                status.limit.to_string()
+            )
         } else {
-            format!("{:<14} unavailable  {}", status.limit.to_string(), status.detail)
+            format!(
+                "{:<14} unavailable  {}",
+                status.limit.to_string(),
+                status.detail
+            )
         };
         writeln!(out, "{line}").context("writing the capabilities")?;
     }

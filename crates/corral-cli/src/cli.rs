@@ -170,7 +170,10 @@ pub struct RunArgs {
 
     // --max-procs, --max-memory, --max-swap, --cpus, --cpu-time,
     // --limits-best-effort (the same for every subcommand that runs a tree).
-    #[command(flatten, next_help_heading = "Limits on the whole tree (cgroup v2; see corral capabilities)")]
+    #[command(
+        flatten,
+        next_help_heading = "Limits on the whole tree (cgroup v2; see corral capabilities)"
+    )]
     pub limits: LimitArgs,
 
     // --report, --report-fd (the same for every supervising subcommand).
@@ -447,7 +450,10 @@ pub struct ServeArgs {
 
     // Limits on each run's whole tree: --max-procs, --max-memory,
     // --max-swap, --cpus, --cpu-time, --limits-best-effort.
-    #[command(flatten, next_help_heading = "Limits on each run's whole tree (cgroup v2; see corral capabilities)")]
+    #[command(
+        flatten,
+        next_help_heading = "Limits on each run's whole tree (cgroup v2; see corral capabilities)"
+    )]
     pub limits: LimitArgs,
 
     /// Log lifecycle events to stderr (RUST_LOG overrides the filter).

@@ -89,7 +89,10 @@ fn bad_limit_values_exit_125_naming_the_rule() {
         all.extend(["--", "touch", &marker_arg]);
         let (status, stderr, _) = run(&all, &scratch);
         assert_eq!(status, 125, "{args:?}: {stderr}");
-        assert!(stderr.contains(needle), "{args:?}: {needle:?} not in {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "{args:?}: {needle:?} not in {stderr}"
+        );
         assert!(!marker.exists(), "{args:?}: the command ran");
     }
 }
@@ -119,11 +122,21 @@ fn a_limit_this_host_cannot_enforce_exits_125_unless_best_effort() {
     let marker_arg = marker.to_string_lossy().into_owned();
     let (status, stderr, _) = run(&[flag, value, "--", "touch", &marker_arg], &scratch);
     assert_eq!(status, 125, "{stderr}");
-    assert!(stderr.contains(&format!("the {controller} controller")), "{stderr}");
+    assert!(
+        stderr.contains(&format!("the {controller} controller")),
+        "{stderr}"
+    );
     assert!(stderr.contains("corral capabilities"), "{stderr}");
     assert!(!marker.exists(), "nothing runs when a limit is refused");
     let (status, stderr, report) = run(
-        &[flag, value, "--limits-best-effort", "--", "touch", &marker_arg],
+        &[
+            flag,
+            value,
+            "--limits-best-effort",
+            "--",
+            "touch",
+            &marker_arg,
+        ],
         &scratch,
     );
     assert_eq!(status, 0, "{stderr}");
@@ -131,7 +144,10 @@ fn a_limit_this_host_cannot_enforce_exits_125_unless_best_effort() {
     let report = report.expect("a report");
     let not_applied = &report["limits"]["not_applied"][0];
     assert!(
-        not_applied["reason"].as_str().unwrap_or_default().contains(controller),
+        not_applied["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(controller),
         "{report}"
     );
 }
@@ -169,7 +185,10 @@ fn out_of_memory_exits_137_with_the_whole_tree_gone() {
 
 #[test]
 fn help_lists_the_limits_and_their_exit_statuses() {
-    let output = corral().args(["run", "--help"]).output().expect("run corral");
+    let output = corral()
+        .args(["run", "--help"])
+        .output()
+        .expect("run corral");
     let help = String::from_utf8_lossy(&output.stdout);
     for needle in [
         "--max-procs",
@@ -219,10 +238,14 @@ fn leaves_go_in_the_cgroup_corral_cgroup_parent_names() {
         .status()
         .expect("run corral");
     assert!(status.success());
-    let report: Value = serde_json::from_slice(&std::fs::read(&report).expect("report"))
-        .expect("JSON");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(&report).expect("report")).expect("JSON");
     let leaf = report["cgroup"].as_str().expect("a leaf");
-    assert_eq!(Path::new(leaf).parent(), Some(chosen.0.as_path()), "{report}");
+    assert_eq!(
+        Path::new(leaf).parent(),
+        Some(chosen.0.as_path()),
+        "{report}"
+    );
 }
 
 #[test]
@@ -244,7 +267,10 @@ fn a_cgroup_parent_root_did_not_make_is_refused_by_root() {
     for (named, needle) in [
         (hostile.0.clone(), "belongs to user 65534".to_owned()),
         (link.clone(), "belongs to user 65534".to_owned()),
-        (scratch.0.clone(), "is not a cgroup of the v2 hierarchy".to_owned()),
+        (
+            scratch.0.clone(),
+            "is not a cgroup of the v2 hierarchy".to_owned(),
+        ),
         ("no/such/cgroup".into(), "No such file".to_owned()),
     ] {
         let output = corral()
@@ -256,7 +282,10 @@ fn a_cgroup_parent_root_did_not_make_is_refused_by_root() {
             .expect("run corral");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(shell_status(output.status), 125, "{named:?}: {stderr}");
-        assert!(stderr.contains(&needle), "{named:?}: {needle:?} not in {stderr}");
+        assert!(
+            stderr.contains(&needle),
+            "{named:?}: {needle:?} not in {stderr}"
+        );
         assert!(stderr.contains("CORRAL_CGROUP_PARENT"), "{stderr}");
         assert!(!marker.exists(), "{named:?}: the command ran");
     }
@@ -265,5 +294,8 @@ fn a_cgroup_parent_root_did_not_make_is_refused_by_root() {
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .collect();
-    assert!(left.is_empty(), "corral made a leaf in the hostile cgroup: {left:?}");
+    assert!(
+        left.is_empty(),
+        "corral made a leaf in the hostile cgroup: {left:?}"
+    );
 }

@@ -57,6 +57,9 @@ pub fn limit_available(limit: corral::LimitKind) -> bool {
         "CORRAL_REQUIRE_LIMITS=1 but the {limit} limit is unavailable: {}",
         status.detail
     );
-    skipped(format!("the {limit} limit is unavailable here: {}", status.detail));
+    skipped(format!(
+        "the {limit} limit is unavailable here: {}",
+        status.detail
+    ));
     false
 }

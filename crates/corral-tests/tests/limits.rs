@@ -47,7 +47,7 @@ fn limited(args: &[&str], limits: Limits, needs: &[LimitKind]) -> Option<Command
 
 /// Spawns, reads the readiness line, and returns the tree's processes.
 async fn ready(command: Command) -> (Child, Vec<Proc>) {
-    let mut child = command.spawn().await.expect("spawn");
+    let child = command.spawn().await.expect("spawn");
     let mut tap = child.stdout_tap().expect("stdout is captured");
     tokio::time::timeout(READY_TIMEOUT, tap.wait_for(|b| b.contains(&b'\n')))
         .await
@@ -61,14 +61,30 @@ async fn ready(command: Command) -> (Child, Vec<Proc>) {
 /// before failing).
 fn assert_gone(procs: &[Proc], finished: &Finished) {
     let (alive, _) = kill_leftovers(procs);
-    assert_eq!(alive, 0, "processes of the tree survived: {:?}", finished.report);
-    assert!(finished.report.survivors.is_empty(), "{:?}", finished.report);
+    assert_eq!(
+        alive, 0,
+        "processes of the tree survived: {:?}",
+        finished.report
+    );
+    assert!(
+        finished.report.survivors.is_empty(),
+        "{:?}",
+        finished.report
+    );
     let leaf = finished.report.cgroup.as_ref().expect("a leaf cgroup");
-    assert!(!leaf.exists(), "the leaf {} was left behind", leaf.display());
+    assert!(
+        !leaf.exists(),
+        "the leaf {} was left behind",
+        leaf.display()
+    );
 }
 
 fn limits_report(finished: &Finished) -> &corral::LimitsReport {
-    finished.report.limits.as_ref().expect("a tree with limits reports them")
+    finished
+        .report
+        .limits
+        .as_ref()
+        .expect("a tree with limits reports them")
 }
 
 #[tokio::test]
@@ -109,7 +125,12 @@ async fn a_sleeping_tree_keeps_its_cpu_time_budget() {
         return;
     };
     let finished = command.run().await.expect("run");
-    assert_eq!(finished.outcome, Outcome::Exited { code: 0 }, "{:?}", finished.report);
+    assert_eq!(
+        finished.outcome,
+        Outcome::Exited { code: 0 },
+        "{:?}",
+        finished.report
+    );
     assert!(limits_report(&finished).cpu_used < Duration::from_millis(200));
 }
 
@@ -178,7 +199,10 @@ async fn a_limit_this_host_cannot_enforce_is_refused_naming_the_controller() {
     match command().limits(limits).run().await {
         Err(Error::LimitUnavailable { limit, reason }) => {
             assert_eq!(limit, missing.limit);
-            assert!(reason.contains(&format!("the {controller} controller")), "{reason}");
+            assert!(
+                reason.contains(&format!("the {controller} controller")),
+                "{reason}"
+            );
         }
         other => panic!("expected LimitUnavailable, got {other:?}"),
     }
@@ -202,7 +226,11 @@ async fn invalid_limits_are_refused_before_anything_runs() {
         Limits::new().cpus(-1.0),
         Limits::new().max_swap(1 << 20),
     ] {
-        let result = Command::new("touch").arg(&marker).limits(limits).run().await;
+        let result = Command::new("touch")
+            .arg(&marker)
+            .limits(limits)
+            .run()
+            .await;
         assert!(matches!(result, Err(Error::InvalidLimits(_))), "{result:?}");
     }
     assert!(!marker.exists());
@@ -220,7 +248,10 @@ async fn a_fork_bomb_under_a_process_limit_ends_as_a_clear_failure() {
     let leaf = child.cgroup().expect("a leaf").to_owned();
     // Meanwhile this host still starts processes: the bomb is held to 64.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let current: u64 = read(&leaf.join("pids.current")).trim().parse().expect("pids.current");
+    let current: u64 = read(&leaf.join("pids.current"))
+        .trim()
+        .parse()
+        .expect("pids.current");
     assert!(current <= 64, "{current} processes under a limit of 64");
     let outside = std::process::Command::new(fixture_path())
         .args(["exit", "0"])
@@ -245,7 +276,10 @@ async fn a_fork_bomb_under_a_process_limit_ends_as_a_clear_failure() {
         .unwrap_or_else(|| panic!("no `refused N` line in {stdout:?}"));
     assert!(said > 0, "{stdout}");
     let report = limits_report(&finished);
-    assert!(report.fork_refusals >= said, "{report:?} vs the leader's {said}");
+    assert!(
+        report.fork_refusals >= said,
+        "{report:?} vs the leader's {said}"
+    );
     assert_eq!(report.applied, vec!["pids.max=64".to_owned()]);
     assert_gone(&procs, &finished);
 }
@@ -260,7 +294,11 @@ async fn refused_forks_that_do_not_end_the_tree_are_counted() {
     let (child, procs) = ready(command.timeout(Duration::from_secs(2))).await;
     let finished = child.wait().await.expect("wait");
     assert_eq!(finished.outcome, Outcome::TimedOut, "{:?}", finished.report);
-    assert!(limits_report(&finished).fork_refusals > 0, "{:?}", finished.report);
+    assert!(
+        limits_report(&finished).fork_refusals > 0,
+        "{:?}",
+        finished.report
+    );
     assert_gone(&procs, &finished);
 }
 
@@ -298,8 +336,14 @@ async fn a_memory_hog_ends_limit_exceeded_memory_with_the_whole_tree_gone() {
     assert!(!stdout.contains("hog-done"), "{stdout}");
     let report = limits_report(&finished);
     assert!(report.oom_kills >= 1, "{report:?}");
-    assert!(report.applied.contains(&format!("memory.max={limit}")), "{report:?}");
-    assert!(report.applied.contains(&"memory.oom.group=1".to_owned()), "{report:?}");
+    assert!(
+        report.applied.contains(&format!("memory.max={limit}")),
+        "{report:?}"
+    );
+    assert!(
+        report.applied.contains(&"memory.oom.group=1".to_owned()),
+        "{report:?}"
+    );
     if let Some(peak) = report.memory_peak {
         assert!(peak <= limit, "peak {peak} over the limit {limit}");
     }
@@ -326,7 +370,10 @@ async fn a_cpu_bandwidth_limit_throttles_without_ending_the_tree() {
     // About a fifth of one CPU over the run (two processes would use two
     // whole CPUs unlimited): the kernel's own accounting, not a timer.
     let share = report.cpu_used.as_secs_f64() / finished.report.run_time.as_secs_f64();
-    assert!((0.1..0.35).contains(&share), "used {share:.2} CPUs: {report:?}");
+    assert!(
+        (0.1..0.35).contains(&share),
+        "used {share:.2} CPUs: {report:?}"
+    );
     assert_gone(&procs, &finished);
 }
 
@@ -354,9 +401,23 @@ async fn limits_stay_on_the_leaf_and_never_reach_the_parent_or_a_sibling() {
     let sibling_leaf = sibling_child.cgroup().expect("a leaf").to_owned();
     let parent = leaf.parent().expect("a parent");
     for dir in [parent, sibling_leaf.as_path()] {
-        assert_eq!(read(&dir.join("pids.max")).trim(), "max", "{}", dir.display());
-        assert_eq!(read(&dir.join("memory.max")).trim(), "max", "{}", dir.display());
-        assert!(read(&dir.join("cpu.max")).starts_with("max "), "{}", dir.display());
+        assert_eq!(
+            read(&dir.join("pids.max")).trim(),
+            "max",
+            "{}",
+            dir.display()
+        );
+        assert_eq!(
+            read(&dir.join("memory.max")).trim(),
+            "max",
+            "{}",
+            dir.display()
+        );
+        assert!(
+            read(&dir.join("cpu.max")).starts_with("max "),
+            "{}",
+            dir.display()
+        );
     }
     sibling_child.terminate();
     limited_child.terminate();

@@ -103,7 +103,7 @@ impl Limits {
             return Err("max_swap needs max_memory".to_owned());
         }
         if let Some(cpus) = self.cpus
-            && !(cpus.is_finite() && cpus >= MIN_CPUS && cpus <= MAX_CPUS)
+            && !(cpus.is_finite() && (MIN_CPUS..=MAX_CPUS).contains(&cpus))
         {
             return Err(format!(
                 "cpus must be a number of CPUs from {MIN_CPUS} to {MAX_CPUS}, not {cpus}"
@@ -292,18 +292,24 @@ mod tests {
 
     #[test]
     fn bad_sizes_are_refused_with_the_forms() {
-        for bad in ["", "M", "-1M", "1.5G", "12X", "0x10", "1 G", "iB", "1Gi", "G1"] {
-            let error = parse_size(bad).unwrap_err();
+        for bad in [
+            "", "M", "-1M", "1.5G", "12X", "0x10", "1 G", "iB", "1Gi", "G1",
+        ] {
+            let error = parse_size(bad).expect_err(bad);
             assert!(error.contains("512M or 2G"), "{bad:?}: {error}");
         }
-        assert!(parse_size("99999999999999T").unwrap_err().contains("too large"));
+        assert!(
+            parse_size("99999999999999T")
+                .expect_err("too large")
+                .contains("too large")
+        );
     }
 
     #[test]
     fn validation_names_the_limit() {
         assert!(Limits::new().validate().is_ok());
         assert!(Limits::new().is_empty());
-        let error = |l: Limits| l.validate().unwrap_err();
+        let error = |l: Limits| l.validate().expect_err("invalid");
         assert!(error(Limits::new().max_processes(0)).contains("max_processes"));
         assert!(error(Limits::new().max_memory(0)).contains("max_memory"));
         assert!(error(Limits::new().max_swap(1)).contains("needs max_memory"));

@@ -62,7 +62,9 @@ fn parse_cpus(text: &str) -> Result<f64, String> {
         .parse::<f64>()
         .ok()
         .filter(|cpus| cpus.is_finite() && (min..=max).contains(cpus))
-        .ok_or_else(|| format!("invalid CPU count {text:?}: give a number from {min} to {max}, e.g. 0.5 or 2"))
+        .ok_or_else(|| {
+            format!("invalid CPU count {text:?}: give a number from {min} to {max}, e.g. 0.5 or 2")
+        })
 }
 
 fn parse_cpu_time(text: &str) -> Result<Duration, String> {
@@ -82,7 +84,10 @@ mod tests {
         assert_eq!(parse_cpus("0.2"), Ok(0.2));
         assert_eq!(parse_cpus(" 2 "), Ok(2.0));
         for bad in ["0", "-1", "nan", "inf", "1e9", "half", "", "0.001"] {
-            assert!(parse_cpus(bad).unwrap_err().contains("e.g. 0.5"), "{bad}");
+            assert!(
+                parse_cpus(bad).expect_err(bad).contains("e.g. 0.5"),
+                "{bad}"
+            );
         }
     }
 
@@ -90,7 +95,11 @@ mod tests {
     fn cpu_time_is_a_positive_duration() {
         assert_eq!(parse_cpu_time("1s"), Ok(Duration::from_secs(1)));
         assert_eq!(parse_cpu_time("1.5"), Ok(Duration::from_millis(1500)));
-        assert!(parse_cpu_time("0").unwrap_err().contains("more than 0"));
+        assert!(
+            parse_cpu_time("0")
+                .expect_err("zero")
+                .contains("more than 0")
+        );
         assert!(parse_cpu_time("soon").is_err());
     }
 

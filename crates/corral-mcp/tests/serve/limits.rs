@@ -219,7 +219,10 @@ async fn a_run_that_spends_the_servers_cpu_time_budget_ends_limit_exceeded() {
     assert_eq!(result["limits"]["tree"]["cpu_time_s"], 0.3, "{result}");
     assert_eq!(result["effects_unknown"], true);
     let counted = &result["cleanup"]["limits"];
-    assert!(counted["cpu_used"].as_f64().unwrap_or_default() >= 0.3, "{result}");
+    assert!(
+        counted["cpu_used"].as_f64().unwrap_or_default() >= 0.3,
+        "{result}"
+    );
     assert_eq!(result["cleanup"]["survivors"], json!([]), "{result}");
     // A quick run under the same budget ends as without one.
     let quick = served.run(json!({"argv": ["true"]})).await;

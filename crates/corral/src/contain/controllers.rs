@@ -122,15 +122,16 @@ pub(crate) fn bound_to_v1(mountinfo: &str, controller: &str) -> bool {
 
 /// Writes the limit of one `kind` to `leaf`: its lines of
 /// [`LimitsReport::applied`], or why it failed.
-pub(crate) fn write(
-    leaf: &Path,
-    limits: &Limits,
-    kind: LimitKind,
-) -> Result<Vec<String>, String> {
+pub(crate) fn write(leaf: &Path, limits: &Limits, kind: LimitKind) -> Result<Vec<String>, String> {
     let set = |file: &str, value: String| -> Result<String, String> {
         fs::write(leaf.join(file), &value)
             .map(|()| format!("{file}={value}"))
-            .map_err(|error| format!("cannot write {value:?} to {file} of {}: {error}", leaf.display()))
+            .map_err(|error| {
+                format!(
+                    "cannot write {value:?} to {file} of {}: {error}",
+                    leaf.display()
+                )
+            })
     };
     match kind {
         LimitKind::Processes => {
@@ -161,9 +162,8 @@ pub(crate) fn write(
         }
         LimitKind::CpuTime => {
             let budget = limits.cpu_time.unwrap_or(Duration::MAX);
-            CpuMeter::open(leaf).map_err(|error| {
-                format!("cannot read cpu.stat of {}: {error}", leaf.display())
-            })?;
+            CpuMeter::open(leaf)
+                .map_err(|error| format!("cannot read cpu.stat of {}: {error}", leaf.display()))?;
             Ok(vec![format!("cpu_time={}s", budget.as_secs_f64())])
         }
     }
@@ -223,7 +223,10 @@ pub(crate) fn apply(
                 applied.kinds.push(kind);
             }
             Err(reason) if limits.best_effort => {
-                applied.report.not_applied.push(NotApplied { limit: kind, reason });
+                applied.report.not_applied.push(NotApplied {
+                    limit: kind,
+                    reason,
+                });
             }
             Err(reason) => return Err((kind, reason)),
         }
@@ -382,7 +385,10 @@ mod tests {
         assert!(bound_to_v1(hybrid, "cpu"));
         assert!(!bound_to_v1(hybrid, "pids"));
         assert!(!bound_to_v1(hybrid, "io"));
-        assert!(!bound_to_v1("41 31 0:38 / /x rw - cgroup2 cgroup2 rw,memory\n", "memory"));
+        assert!(!bound_to_v1(
+            "41 31 0:38 / /x rw - cgroup2 cgroup2 rw,memory\n",
+            "memory"
+        ));
     }
 
     #[test]

@@ -121,7 +121,11 @@ pub(crate) fn prepare(
     reserve: &mut dyn FnMut(&Path),
 ) -> Result<Prepared, Error> {
     // Limits that must hold need the cgroup backend: no fallback then.
-    let needs_cgroup = limits.wanted().first().copied().filter(|_| !limits.best_effort);
+    let needs_cgroup = limits
+        .wanted()
+        .first()
+        .copied()
+        .filter(|_| !limits.best_effort);
     let refuse = |limit: LimitKind, why: String| Error::LimitUnavailable {
         limit,
         reason: format!(
