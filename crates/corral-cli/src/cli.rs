@@ -268,6 +268,14 @@ pub struct ServerTreeArgs {
     /// cgroup, subreaper or group.
     #[arg(long, value_name = "BACKEND", default_value = "auto", value_parser = clap::value_parser!(BackendChoice))]
     pub backend: BackendChoice,
+
+    // Limits on the server's whole tree: --max-procs, --max-memory,
+    // --max-swap, --cpus, --cpu-time, --limits-best-effort.
+    #[command(
+        flatten,
+        next_help_heading = "Limits on the server's whole tree (cgroup v2; see corral capabilities)"
+    )]
+    pub limits: LimitArgs,
 }
 
 /// Which MCP server a client subcommand talks to: a command run as an owned

@@ -253,23 +253,22 @@ impl Status {
             },
             Outcome::TimedOut => Self::TimedOut,
             Outcome::Cancelled => Self::Interrupted(received.unwrap_or(Signal::TERM)),
-            // As a shell shows an out-of-memory kill.
-            Outcome::LimitExceeded {
-                limit: Limit::Memory,
-            } => Self::Signaled(Signal::KILL),
-            // As `ulimit -t` ends a process: SIGXCPU.
-            Outcome::LimitExceeded {
-                limit: Limit::CpuTime,
-            } => Self::Signaled(Signal::XCPU),
-            // The command failed by itself after a refused fork: its status.
-            Outcome::LimitExceeded {
-                limit: Limit::Processes,
-            } => match leader {
-                Some(Exit::Code(code)) => of_code(code),
-                Some(Exit::Signal(signal)) => Self::Signaled(signal),
-                None => Self::Failed,
-            },
+            Outcome::LimitExceeded { limit } => Self::of_limit(limit, leader),
             _ => Self::Failed,
+        }
+    }
+
+    /// The status of a tree a limit ended: 137 for memory, as a shell shows
+    /// an out-of-memory kill; 152 for CPU time, as `ulimit -t` ends a
+    /// process (`SIGXCPU`); for processes, the command's own status (it
+    /// failed by itself after a refused fork).
+    pub fn of_limit(limit: Limit, leader: Option<Exit>) -> Self {
+        match (limit, leader) {
+            (Limit::Memory, _) => Self::Signaled(Signal::KILL),
+            (Limit::CpuTime, _) => Self::Signaled(Signal::XCPU),
+            (_, Some(Exit::Code(code))) => of_code(code),
+            (_, Some(Exit::Signal(signal))) => Self::Signaled(signal),
+            (_, None) => Self::Failed,
         }
     }
 
@@ -298,6 +297,7 @@ impl Status {
             // The server's own status: its exit code or 128+signal; after
             // corral had to stop it, how the leader died.
             _ if ending.by_server() => match (outcome, leader) {
+                (Outcome::LimitExceeded { limit }, _) => Self::of_limit(limit, leader),
                 (Outcome::Exited { code }, _) | (_, Some(Exit::Code(code))) => of_code(code),
                 (Outcome::Signaled { signal }, _) | (_, Some(Exit::Signal(signal))) => {
                     Self::Signaled(signal)
