@@ -293,6 +293,38 @@ impl Applied {
     }
 }
 
+/// How many CPUs are online (`/sys/devices/system/cpu/online`, read once),
+/// the most a tree can use at once whatever its affinity; else this
+/// process's available parallelism.
+pub(crate) fn online_cpus() -> u32 {
+    static CPUS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| {
+        fs::read_to_string("/sys/devices/system/cpu/online")
+            .ok()
+            .and_then(|list| count_cpus(&list))
+            .unwrap_or_else(|| {
+                std::thread::available_parallelism()
+                    .map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+            })
+    })
+}
+
+/// The number of CPUs in a kernel CPU list such as `0-3,8,10-11`.
+fn count_cpus(list: &str) -> Option<u32> {
+    let mut total = 0u32;
+    for part in list.trim().split(',') {
+        let (first, last) = match part.split_once('-') {
+            Some((a, b)) => (a.parse::<u32>().ok()?, b.parse::<u32>().ok()?),
+            None => {
+                let n = part.parse::<u32>().ok()?;
+                (n, n)
+            }
+        };
+        total = total.checked_add(last.checked_sub(first)?.checked_add(1)?)?;
+    }
+    (total > 0).then_some(total)
+}
+
 /// `KEY VALUE` from a flat-keyed cgroup file (`cpu.stat`, `*.events`).
 pub(crate) fn field(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|line| {
@@ -389,6 +421,16 @@ mod tests {
             "41 31 0:38 / /x rw - cgroup2 cgroup2 rw,memory\n",
             "memory"
         ));
+    }
+
+    #[test]
+    fn cpu_lists_are_counted() {
+        assert_eq!(count_cpus("0-1\n"), Some(2));
+        assert_eq!(count_cpus("0-3,8,10-11"), Some(7));
+        assert_eq!(count_cpus("5"), Some(1));
+        assert_eq!(count_cpus(""), None);
+        assert_eq!(count_cpus("3-1"), None);
+        assert_eq!(count_cpus("x"), None);
     }
 
     #[test]

@@ -440,7 +440,9 @@ impl Supervision {
         // The CPU-time budget is checked when it could be spent at the
         // earliest, every CPU busy: never before, and never much after.
         let mut budgeted = self.limits.as_ref().is_some_and(AppliedLimits::has_budget);
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        // Every CPU online, not just this process's share: the tree may
+        // widen its own affinity.
+        let cpus = contain::online_cpus();
         let budget_check = tokio::time::sleep_until(self.started);
         tokio::pin!(budget_check);
         loop {
