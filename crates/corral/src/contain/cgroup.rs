@@ -144,17 +144,28 @@ pub(crate) fn parent_dir() -> Result<PathBuf, String> {
             let mount = find_v2_mount(mountinfo()?)
                 .filter(|_| !crate::fault::active("no-cgroup2"))
                 .ok_or("no cgroup v2 hierarchy is mounted (cgroup2 not in /proc/self/mountinfo)")?;
-            let own = fs::read_to_string("/proc/self/cgroup")
-                .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-            let own = own_cgroup(&own)
-                .ok_or("this process has no cgroup v2 path (no 0:: line in /proc/self/cgroup)")?;
-            let own = mount.join(own.trim_start_matches('/'));
+            let own = own_dir()?;
             if let Some(chosen) = std::env::var_os(PARENT_VARIABLE).filter(|v| !v.is_empty()) {
                 return chosen_parent(&mount, &own, Path::new(&chosen), sys::geteuid());
             }
             Ok(own)
         })
         .clone()
+}
+
+/// This process's own cgroup directory, or why there is none (read once).
+fn own_dir() -> Result<PathBuf, String> {
+    static OWN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    OWN.get_or_init(|| {
+        let mount = find_v2_mount(mountinfo()?)
+            .ok_or("no cgroup v2 hierarchy is mounted (cgroup2 not in /proc/self/mountinfo)")?;
+        let own = fs::read_to_string("/proc/self/cgroup")
+            .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+        let own = own_cgroup(&own)
+            .ok_or("this process has no cgroup v2 path (no 0:: line in /proc/self/cgroup)")?;
+        Ok(mount.join(own.trim_start_matches('/')))
+    })
+    .clone()
 }
 
 /// Checks the cgroup [`PARENT_VARIABLE`] names: a directory of the v2
@@ -747,15 +758,21 @@ impl CgroupTree {
         self.kill_departed();
     }
 
-    /// Moves every member to the parent cgroup, then removes the leaf. A
-    /// member forked during the move is caught by the next round.
+    /// Moves every member to this process's own cgroup (where they would be
+    /// had corral not started them: the leaves' parent, unless
+    /// [`PARENT_VARIABLE`] names another, which may hand controllers down
+    /// and then cannot hold processes), then removes the leaf. A member
+    /// forked during the move is caught by the next round. If they cannot be
+    /// moved, they keep the leaf (reported as left): released processes are
+    /// never killed, not even when the tree is dropped.
     pub(crate) fn release(&mut self) -> bool {
         // Released on purpose: no longer ours to end.
         self.seen.clear();
-        let Some(parent) = self.path.parent() else {
+        let Ok(own) = own_dir() else {
+            self.forget();
             return false;
         };
-        let procs = parent.join("cgroup.procs");
+        let procs = own.join("cgroup.procs");
         for _ in 0..10 {
             if self.is_empty().unwrap_or(false) {
                 break;
@@ -766,7 +783,11 @@ impl CgroupTree {
                 }
             }
         }
-        self.close()
+        let removed = self.close();
+        if !removed {
+            self.forget();
+        }
+        removed
     }
 
     /// Removes the leaf; false if members survive and it cannot be removed.

@@ -354,6 +354,13 @@ impl Supervision {
             // Nobody's now: another tree of this process never adopts them.
             contain::released(report.released.iter().map(|p| (p.pid, p.start_time)));
             report.cgroup_left = !self.tree.release();
+            if report.cgroup_left {
+                report.notes.push(
+                    "the released processes could not be moved out of their leaf cgroup, so \
+                     it stays theirs (with its limits); remove it once they have exited"
+                        .to_owned(),
+                );
+            }
         } else {
             self.terminate(&mut report).await;
             self.tree.kill_unseen();
