@@ -1,4 +1,5 @@
-//! `corral capabilities`: which containment backends this machine offers.
+//! `corral capabilities`: which containment backends and resource limits
+//! this machine offers.
 
 use std::io::Write;
 
@@ -44,5 +45,25 @@ pub fn main(json: bool) -> anyhow::Result<Status> {
         capabilities.auto, capabilities.watchdog
     )
     .context("writing the capabilities")?;
+    writeln!(out, "\nlimits (cgroup backend only; see docs/limits.md):")
+        .context("writing the capabilities")?;
+    for status in &capabilities.limits {
+        let controller = status
+            .controller
+            .map_or_else(|| "cpu.stat".to_owned(), |c| format!("{c} controller"));
+        let line = if status.available {
+            format!(
+                "{:<14} available    ({controller})",
+                status.limit.to_string()
+            )
+        } else {
+            format!(
+                "{:<14} unavailable  {}",
+                status.limit.to_string(),
+                status.detail
+            )
+        };
+        writeln!(out, "{line}").context("writing the capabilities")?;
+    }
     Ok(Status::Exited(0))
 }

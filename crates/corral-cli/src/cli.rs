@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use corral::{BackendChoice, duration};
 
-use crate::kit::{exit, sink::ReportArgs};
+use crate::kit::{exit, limits::LimitArgs, sink::ReportArgs};
 
 const LONG_VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
@@ -168,6 +168,14 @@ pub struct RunArgs {
     #[arg(short, long, value_name = "USER[:GROUP]")]
     pub user: Option<String>,
 
+    // --max-procs, --max-memory, --max-swap, --cpus, --cpu-time,
+    // --limits-best-effort (the same for every subcommand that runs a tree).
+    #[command(
+        flatten,
+        next_help_heading = "Limits on the whole tree (cgroup v2; see corral capabilities)"
+    )]
+    pub limits: LimitArgs,
+
     // --report, --report-fd (the same for every supervising subcommand).
     #[command(flatten)]
     pub report: ReportArgs,
@@ -260,6 +268,14 @@ pub struct ServerTreeArgs {
     /// cgroup, subreaper or group.
     #[arg(long, value_name = "BACKEND", default_value = "auto", value_parser = clap::value_parser!(BackendChoice))]
     pub backend: BackendChoice,
+
+    // Limits on the server's whole tree: --max-procs, --max-memory,
+    // --max-swap, --cpus, --cpu-time, --limits-best-effort.
+    #[command(
+        flatten,
+        next_help_heading = "Limits on the server's whole tree (cgroup v2; see corral capabilities)"
+    )]
+    pub limits: LimitArgs,
 }
 
 /// Which MCP server a client subcommand talks to: a command run as an owned
@@ -439,6 +455,14 @@ pub struct ServeArgs {
     /// Append one JSON line per run to this file.
     #[arg(long, value_name = "FILE")]
     pub audit: Option<PathBuf>,
+
+    // Limits on each run's whole tree: --max-procs, --max-memory,
+    // --max-swap, --cpus, --cpu-time, --limits-best-effort.
+    #[command(
+        flatten,
+        next_help_heading = "Limits on each run's whole tree (cgroup v2; see corral capabilities)"
+    )]
+    pub limits: LimitArgs,
 
     /// Log lifecycle events to stderr (RUST_LOG overrides the filter).
     #[arg(short, long)]

@@ -16,7 +16,7 @@ use corral::{GraceEnds, Signal, duration};
 use crate::{
     cli::{BackendArg, FirstSignal, RunArgs},
     getopt::{self, Opt},
-    kit::{exit::Status, sink::ReportArgs, startup},
+    kit::{exit::Status, limits::LimitArgs, sink::ReportArgs, startup},
 };
 
 /// GNU `timeout`'s options: 9.1's, plus `-f` and `-p`, which later GNU
@@ -100,6 +100,7 @@ fn parse(name: &str, args: &[OsString]) -> Result<Parsed, Option<String>> {
         verbose: false,
         backend: BackendArg::Auto,
         user: None,
+        limits: LimitArgs::default(),
         report: ReportArgs::default(),
         timeout_name: Some(name.to_owned()),
         command: Vec::new(),

@@ -32,6 +32,8 @@ pub struct WrapOptions {
     pub max_frame_bytes: usize,
     /// How to contain the server's tree.
     pub backend: BackendChoice,
+    /// Limits on the server's whole tree (see `corral::Limits`).
+    pub limits: corral::Limits,
 }
 
 impl WrapOptions {
@@ -49,6 +51,7 @@ impl WrapOptions {
             final_bound: DEFAULT_FINAL_BOUND,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             backend: BackendChoice::Auto,
+            limits: corral::Limits::default(),
         }
     }
 }

@@ -104,6 +104,7 @@ where
         .grace(options.kill_after)
         .final_bound(options.final_bound)
         .backend(options.backend)
+        .limits(options.limits)
         .cancel_on(cancel.clone())
         .spawn()
         .await

@@ -38,3 +38,28 @@ pub fn containing_backend() -> corral::BackendChoice {
     corral::claim_subreaper();
     corral::BackendChoice::Auto
 }
+
+/// Whether this host can enforce `limit` on this process's trees (see
+/// `corral capabilities`). Without it the test is said to be skipped, unless
+/// `CORRAL_REQUIRE_LIMITS=1` (the pure cgroup v2 lane sets it), where a
+/// missing controller is a failure: there, nothing may skip.
+pub fn limit_available(limit: corral::LimitKind) -> bool {
+    let status = corral::capabilities()
+        .limits
+        .into_iter()
+        .find(|s| s.limit == limit)
+        .expect("capabilities list every limit");
+    if status.available {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CORRAL_REQUIRE_LIMITS").is_none_or(|v| v != "1"),
+        "CORRAL_REQUIRE_LIMITS=1 but the {limit} limit is unavailable: {}",
+        status.detail
+    );
+    skipped(format!(
+        "the {limit} limit is unavailable here: {}",
+        status.detail
+    ));
+    false
+}

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::{backend::Backend, contain, owner::watchdog, sys};
+use crate::{backend::Backend, contain, limits::LimitKind, owner::watchdog, sys};
 
 /// Whether one backend can be used here, and why not.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -15,6 +15,19 @@ pub struct BackendStatus {
     /// Whether it can be used by this process now.
     pub available: bool,
     /// Where it would live, or why it is unavailable and what would fix it.
+    pub detail: String,
+}
+
+/// Whether one kind of limit can be enforced on this process's trees.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LimitStatus {
+    /// The limit.
+    pub limit: LimitKind,
+    /// The cgroup v2 controller it needs, if any.
+    pub controller: Option<&'static str>,
+    /// Whether it can be enforced here now.
+    pub available: bool,
+    /// Why not and what would fix it (empty when available).
     pub detail: String,
 }
 
@@ -31,6 +44,9 @@ pub struct Capabilities {
     pub cgroup_parent: Option<PathBuf>,
     /// The owner-death guard: the watchdog executable, or why there is none.
     pub watchdog: String,
+    /// Which resource limits ([`Limits`](crate::limits::Limits)) this
+    /// process's trees can have, and why not the others.
+    pub limits: Vec<LimitStatus>,
 }
 
 /// Probes every backend.
@@ -50,6 +66,15 @@ pub fn capabilities() -> Capabilities {
             Ok(path) => format!("on: {}", path.display()),
             Err(reason) => format!("off: {reason}"),
         },
+        limits: contain::limit_support()
+            .into_iter()
+            .map(|(limit, support)| LimitStatus {
+                limit,
+                controller: limit.controller(),
+                available: support.is_ok(),
+                detail: support.err().unwrap_or_default(),
+            })
+            .collect(),
     }
 }
 

@@ -6,6 +6,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     backend::BackendChoice,
+    limits::Limits,
     signal::Signal,
     terminate::{GraceEnds, Policy},
 };
@@ -81,6 +82,7 @@ pub struct Command {
     pub(crate) ignore_sigpipe: bool,
     pub(crate) foreground: bool,
     pub(crate) on_signal: OnSignal,
+    pub(crate) limits: Limits,
 }
 
 /// [`Command::on_signal`]'s callback.
@@ -126,6 +128,7 @@ impl Command {
             capture_limit: DEFAULT_CAPTURE_LIMIT,
             foreground: false,
             on_signal: OnSignal::default(),
+            limits: Limits::default(),
             watchdog: true,
             ledger: true,
             uid: None,
@@ -245,6 +248,19 @@ impl Command {
     /// What to do with processes left behind when the leader exits.
     pub fn leftovers(mut self, leftovers: Leftovers) -> Self {
         self.leftovers = leftovers;
+        self
+    }
+
+    /// Limits the whole tree's processes, memory and CPU ([`Limits`]),
+    /// enforced by the kernel on the tree's leaf cgroup, so only the cgroup
+    /// backend applies them: with limits (unless best effort), `Auto` never
+    /// falls back to another backend, and a limit this host cannot enforce
+    /// is [`Error::LimitUnavailable`](crate::error::Error::LimitUnavailable)
+    /// before anything starts. What the limits did is in
+    /// [`CleanupReport::limits`](crate::outcome::CleanupReport::limits); a
+    /// tree a limit ended is [`Outcome::LimitExceeded`](crate::outcome::Outcome::LimitExceeded).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
         self
     }
 

@@ -1,6 +1,6 @@
 use std::{io, path::PathBuf};
 
-use crate::backend::Backend;
+use crate::{backend::Backend, limits::LimitKind};
 
 /// Why spawning the command failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +37,20 @@ pub enum Error {
         /// The backend asked for.
         backend: Backend,
         /// Why it is unavailable, and what would make it available.
+        reason: String,
+    },
+    /// The limits asked for are not valid values (zero processes, a
+    /// negative CPU share); nothing was started.
+    #[error("invalid limits: {0}")]
+    InvalidLimits(String),
+    /// A limit cannot be enforced on this host (a controller missing, a
+    /// parent cgroup that holds processes, a backend without cgroups), and
+    /// best effort was not asked for; nothing was started.
+    #[error("cannot enforce the {limit} limit: {reason}")]
+    LimitUnavailable {
+        /// The limit.
+        limit: LimitKind,
+        /// Why, and what would fix it.
         reason: String,
     },
     /// Setting up or tearing down a cgroup failed.

@@ -42,7 +42,7 @@
 //! - [`terminate`]: the termination [`Policy`] and its pure state machine.
 //! - [`capture`]: stdout/stderr kept across a kill.
 //! - [`outcome`]: what a call returns, with its cleanup report.
-//! - [`command`]: what to run, as plain data.
+//! - [`command`]: what to run, as plain data; [`limits`]: what it may use.
 //! - [`contain`]: the three containment backends, the registry of a host's
 //!   live trees.
 //! - [`ledger`] and [`watchdog`] (under `owner/`): nothing outlives its owner.
@@ -66,6 +66,7 @@ mod fault;
 pub mod host;
 pub mod identity;
 mod launch;
+pub mod limits;
 pub mod outcome;
 mod owner;
 pub mod signal;
@@ -76,12 +77,13 @@ pub mod terminate;
 pub use owner::{ledger, watchdog};
 
 pub use backend::{Backend, BackendChoice};
-pub use capabilities::{BackendStatus, Capabilities, capabilities};
+pub use capabilities::{BackendStatus, Capabilities, LimitStatus, capabilities};
 pub use capture::{Captured, OutputTap};
 pub use child::{Child, ChildOutput, ChildStdin, Control};
 pub use command::{Command, DEFAULT_CAPTURE_LIMIT, Input, Leftovers, Output};
 pub use contain::claim_subreaper;
 pub use error::{Error, SpawnFailure};
+pub use limits::{Limit, LimitKind, Limits, LimitsReport};
 pub use outcome::{CleanupReport, Exit, Finished, Outcome, ProcessInfo, SignalSent, Trigger};
 pub use owner::disable_startup_sweep;
 pub use signal::{ParseSignalError, Signal};

@@ -5,7 +5,12 @@ use std::{path::PathBuf, time::Duration};
 
 use serde::Serialize;
 
-use crate::{backend::Backend, capture::Captured, signal::Signal};
+use crate::{
+    backend::Backend,
+    capture::Captured,
+    limits::{Limit, LimitsReport},
+    signal::Signal,
+};
 pub use crate::{exit::Exit, identity::ProcessInfo};
 
 /// How the call ended.
@@ -28,15 +33,26 @@ pub enum Outcome {
     /// The call was cancelled (token, [`Child::terminate`](crate::child::Child::terminate)
     /// or drop); the tree was terminated.
     Cancelled,
+    /// A [`Limit`] ended the tree: the kernel killed it for its memory, its
+    /// leader failed after forks were refused, or corral ended it when its
+    /// CPU-time budget was spent.
+    LimitExceeded {
+        /// Which limit.
+        limit: Limit,
+    },
 }
 
 impl Outcome {
     /// Whether what the command did before it was stopped is unknown. True for
-    /// [`Outcome::TimedOut`] and [`Outcome::Cancelled`]: the command may have
-    /// completed part of its work, sent requests, written files. corral never
-    /// retries; the caller decides.
+    /// [`Outcome::TimedOut`], [`Outcome::Cancelled`] and
+    /// [`Outcome::LimitExceeded`]: the command may have completed part of
+    /// its work, sent requests, written files. corral never retries; the
+    /// caller decides.
     pub fn effects_unknown(&self) -> bool {
-        matches!(self, Self::TimedOut | Self::Cancelled)
+        matches!(
+            self,
+            Self::TimedOut | Self::Cancelled | Self::LimitExceeded { .. }
+        )
     }
 }
 
@@ -53,6 +69,8 @@ pub enum Trigger {
     Cancelled,
     /// The [`Child`](crate::child::Child) handle was dropped.
     Dropped,
+    /// The tree's CPU-time budget ([`Limits::cpu_time`](crate::limits::Limits::cpu_time)) was spent.
+    LimitExceeded,
 }
 
 /// One signal sent during the cleanup.
@@ -104,6 +122,9 @@ pub struct CleanupReport {
     /// Anything worth knowing that is not an error (a fallback taken, a
     /// signal that found the process already gone).
     pub notes: Vec<String>,
+    /// What the tree's limits did, when it had any
+    /// ([`Command::limits`](crate::command::Command::limits)).
+    pub limits: Option<LimitsReport>,
 }
 
 /// The result of a supervised call.

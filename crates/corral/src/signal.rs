@@ -69,6 +69,8 @@ impl Signal {
     pub const TERM: Self = Self(15);
     /// `SIGCONT`.
     pub const CONT: Self = Self(18);
+    /// `SIGXCPU` (a CPU-time limit was reached).
+    pub const XCPU: Self = Self(24);
 
     /// The highest signal number (`SIGRTMAX` on Linux).
     pub const MAX: i32 = 64;

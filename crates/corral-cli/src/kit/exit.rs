@@ -9,6 +9,8 @@
 //! | `CannotInvoke`     | 126     | the command was found but cannot be executed | the server command, the same |
 //! | `NotFound`         | 127     | the command was not found | the server command, the same |
 //! | `Signaled(N)`      | 128+N   | the command died of signal N (with `--preserve-status`, also corral's own after a timeout) | the server died of signal N that corral did not send |
+//! | `Signaled(9)`      | 137     | also: `--max-memory` was exceeded (the kernel's out-of-memory kill) | — |
+//! | `Signaled(24)`     | 152     | `--cpu-time` was spent and the tree was ended (as `ulimit -t`'s `SIGXCPU`) | — |
 //! | `Interrupted(N)`   | 128+N   | corral received signal N (a dead parent counts as `SIGTERM`) and ended the tree | the same (the client's death counts as `SIGTERM`) |
 //!
 //! `corral mcp call` and `corral mcp list` exit by their [`CallOutcome`]
@@ -18,7 +20,7 @@
 //! [`RUN`], [`WRAP`], [`CALL`] and [`LIST`] are these tables as `--help`
 //! prints them.
 
-use corral::{Error, Exit, Outcome, Signal, SpawnFailure};
+use corral::{Error, Exit, Limit, Outcome, Signal, SpawnFailure};
 use corral_mcp::Ending;
 use serde::Serialize;
 
@@ -68,6 +70,14 @@ pub const RUN: Table = Table {
         (
             "128+N",
             "the command died of signal N, or corral received signal N",
+        ),
+        (
+            "137",
+            "also: --max-memory was exceeded and the kernel killed the tree (128+SIGKILL)",
+        ),
+        (
+            "152",
+            "--cpu-time was spent and the tree was ended (128+SIGXCPU, as ulimit -t)",
         ),
     ],
 };
@@ -243,7 +253,22 @@ impl Status {
             },
             Outcome::TimedOut => Self::TimedOut,
             Outcome::Cancelled => Self::Interrupted(received.unwrap_or(Signal::TERM)),
+            Outcome::LimitExceeded { limit } => Self::of_limit(limit, leader),
             _ => Self::Failed,
+        }
+    }
+
+    /// The status of a tree a limit ended: 137 for memory, as a shell shows
+    /// an out-of-memory kill; 152 for CPU time, as `ulimit -t` ends a
+    /// process (`SIGXCPU`); for processes, the command's own status (it
+    /// failed by itself after a refused fork).
+    pub fn of_limit(limit: Limit, leader: Option<Exit>) -> Self {
+        match (limit, leader) {
+            (Limit::Memory, _) => Self::Signaled(Signal::KILL),
+            (Limit::CpuTime, _) => Self::Signaled(Signal::XCPU),
+            (_, Some(Exit::Code(code))) => of_code(code),
+            (_, Some(Exit::Signal(signal))) => Self::Signaled(signal),
+            (_, None) => Self::Failed,
         }
     }
 
@@ -272,6 +297,7 @@ impl Status {
             // The server's own status: its exit code or 128+signal; after
             // corral had to stop it, how the leader died.
             _ if ending.by_server() => match (outcome, leader) {
+                (Outcome::LimitExceeded { limit }, _) => Self::of_limit(limit, leader),
                 (Outcome::Exited { code }, _) | (_, Some(Exit::Code(code))) => of_code(code),
                 (Outcome::Signaled { signal }, _) | (_, Some(Exit::Signal(signal))) => {
                     Self::Signaled(signal)

@@ -10,8 +10,10 @@
 //! - `report`: the report envelope (shared fields once, the subcommand's own
 //!   beside them).
 //! - `sink`: `--report` / `--report-fd`, written atomically.
+//! - `limits`: the resource-limit options on the whole tree.
 
 pub mod exit;
+pub mod limits;
 pub mod logging;
 pub mod report;
 pub mod signals;

@@ -8,7 +8,7 @@
 
 use std::{ffi::OsString, path::PathBuf, time::Duration};
 
-use corral::{Backend, CleanupReport, Exit, Finished, ProcessInfo, SignalSent};
+use corral::{Backend, CleanupReport, Exit, Finished, LimitsReport, ProcessInfo, SignalSent};
 use serde::{Serialize, Serializer};
 
 use crate::{kit::exit::Status, text::printable};
@@ -73,6 +73,11 @@ pub struct Cleanup {
     /// Anything worth knowing that is not an error: the front end's `notes`
     /// first, then the library's.
     pub notes: Vec<String>,
+    /// What the tree's limits did (only when limits were asked for): which
+    /// applied, which not and why, refused forks, out-of-memory kills, CPU
+    /// time used and throttled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsReport>,
 }
 
 impl Cleanup {
@@ -88,6 +93,7 @@ impl Cleanup {
             left_cgroup: report.left_cgroup.clone(),
             cgroup: report.cgroup.clone(),
             notes: notes.into_iter().chain(report.notes.clone()).collect(),
+            limits: report.limits.clone(),
         }
     }
 }

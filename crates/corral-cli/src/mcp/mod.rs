@@ -51,6 +51,7 @@ async fn relay(args: WrapArgs, parent: i32, sink: Option<Sink>) -> anyhow::Resul
     options.final_bound = args.tree.final_bound;
     options.max_frame_bytes = args.max_frame_bytes;
     options.backend = args.tree.backend;
+    options.limits = args.tree.limits.limits();
     let result = match signals::install(&signals::WRAP, parent) {
         Err(error) => Err((Status::Failed, error)),
         Ok(Watch::Armed(watch)) => corral_mcp::wrap(options, watch)

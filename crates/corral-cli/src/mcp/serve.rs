@@ -60,8 +60,28 @@ enum Transport {
 pub fn serve(args: ServeArgs, parent: i32) -> anyhow::Result<Status> {
     let transport = transport_of(&args)?;
     let options = options_of(&args);
+    check_limits(&options.tree_limits)?;
     startup::supervisor(&ReportArgs::default(), args.verbose)?;
     startup::supervise(serve_until_stopped(transport, options, parent))
+}
+
+/// Refuses to serve with run limits this host cannot enforce (unless best
+/// effort): every run would fail otherwise.
+fn check_limits(limits: &corral::Limits) -> anyhow::Result<()> {
+    if limits.is_empty() || limits.best_effort {
+        return Ok(());
+    }
+    let wanted = limits.wanted();
+    for status in corral::capabilities().limits {
+        if wanted.contains(&status.limit) && !status.available {
+            anyhow::bail!(
+                "cannot enforce the {} limit on runs: {} (or add --limits-best-effort)",
+                status.limit,
+                status.detail
+            );
+        }
+    }
+    Ok(())
 }
 
 fn options_of(args: &ServeArgs) -> ServeOptions {
@@ -88,6 +108,7 @@ fn options_of(args: &ServeArgs) -> ServeOptions {
     }
     options.backend = args.backend;
     options.audit.clone_from(&args.audit);
+    options.tree_limits = args.limits.limits();
     options
 }
 

@@ -170,6 +170,7 @@ fn server_command(command: &[std::ffi::OsString], tree: &ServerTreeArgs) -> corr
         .grace(tree.kill_after)
         .final_bound(tree.final_bound)
         .backend(tree.backend)
+        .limits(tree.limits.limits())
 }
 
 fn connect_options(args: &ClientArgs, cancel: CancellationToken) -> ConnectOptions {

@@ -156,6 +156,7 @@ fn command(args: &RunArgs, cancel: CancellationToken) -> anyhow::Result<corral::
         .grace_ends(args.grace_ends)
         .final_bound(args.final_bound)
         .backend(args.backend.choice())
+        .limits(args.limits.limits())
         // As the parent left it for corral (Rust ignores it before `main`).
         .ignore_sigpipe(corral::host::sigpipe_ignored_at_start() == Some(true))
         .cancel_on(cancel);
@@ -185,6 +186,9 @@ fn spawn_message(error: &Error) -> String {
             format!("{error}; choose another with --backend (see corral capabilities)")
         }
         Error::Cgroup { .. } => format!("{error}; try --backend subreaper"),
+        Error::LimitUnavailable { .. } => {
+            format!("{error} (corral capabilities lists what this host supports)")
+        }
         _ => error.to_string(),
     }
 }

@@ -70,6 +70,9 @@ pub struct ServeOptions {
     pub final_bound: Duration,
     /// Containment backend for every run.
     pub backend: BackendChoice,
+    /// Limits on each run's whole tree (processes, memory, CPU; see
+    /// `corral::Limits`): the operator's, a call cannot change them.
+    pub tree_limits: corral::Limits,
     /// Append one JSON line per run to this file.
     pub audit: Option<PathBuf>,
 }
@@ -86,6 +89,7 @@ impl Default for ServeOptions {
             kill_after: DEFAULT_KILL_AFTER,
             final_bound: Duration::from_secs(1),
             backend: BackendChoice::Auto,
+            tree_limits: corral::Limits::default(),
             audit: None,
         }
     }

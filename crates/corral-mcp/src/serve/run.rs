@@ -45,6 +45,8 @@ pub(crate) struct Plan {
     pub final_bound: Duration,
     pub max_output: usize,
     pub backend: BackendChoice,
+    /// Limits on the run's whole tree.
+    pub tree_limits: corral::Limits,
     /// The limits that applied, for the result (`limits`).
     pub limits: Value,
 }
@@ -149,6 +151,7 @@ pub(crate) async fn execute(
         .grace(plan.kill_after)
         .final_bound(plan.final_bound)
         .backend(plan.backend)
+        .limits(plan.tree_limits)
         // What the leader leaves behind (a `setsid` job holding stdout) is
         // ended when it exits: the answer waits for the tree, not the pipe.
         .leftovers(Leftovers::Terminate)
@@ -255,6 +258,15 @@ fn spawn_failed(plan: &Plan, why: String, started: Instant) -> Ended {
     }
 }
 
+/// How `ended_by` names a limit.
+fn limit_name(limit: corral::Limit) -> &'static str {
+    match limit {
+        corral::Limit::Memory => "max_memory",
+        corral::Limit::Processes => "max_processes",
+        _ => "cpu_time",
+    }
+}
+
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
@@ -268,6 +280,7 @@ fn ended(plan: &Plan, finished: &Finished, kept: &Mutex<Kept>, took: Duration) -
         Outcome::Signaled { signal } => ("signaled", None, Some(signal.to_string()), None),
         Outcome::TimedOut => ("timed_out", None, None, Some("timeout")),
         Outcome::Cancelled => ("cancelled", None, None, Some("cancel")),
+        Outcome::LimitExceeded { limit } => ("limit_exceeded", None, None, Some(limit_name(limit))),
         // A kind of ending added to corral later: its effects are unknown.
         _ => ("cancelled", None, None, Some("cancel")),
     };

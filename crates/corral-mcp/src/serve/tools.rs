@@ -207,6 +207,7 @@ fn plan(shared: &Shared, args: &RunArgs) -> Result<Plan, FieldError> {
         "max_output_bytes": options.max_output,
         "max_concurrent": options.max_concurrent.max(1),
         "roots": shared.roots.list(),
+        "tree": tree_limits(&options.tree_limits),
     });
     Ok(Plan {
         program: args.program.clone(),
@@ -218,7 +219,21 @@ fn plan(shared: &Shared, args: &RunArgs) -> Result<Plan, FieldError> {
         final_bound: options.final_bound,
         max_output: options.max_output,
         backend: options.backend,
+        tree_limits: options.tree_limits,
         limits,
+    })
+}
+
+/// The operator's limits on each run's tree, as a result shows them (what the
+/// kernel then counted is in the result's `cleanup.limits`).
+fn tree_limits(limits: &corral::Limits) -> Value {
+    json!({
+        "max_processes": limits.max_processes,
+        "max_memory_bytes": limits.max_memory,
+        "max_swap_bytes": limits.max_swap,
+        "cpus": limits.cpus,
+        "cpu_time_s": limits.cpu_time.map(|t| t.as_secs_f64()),
+        "best_effort": limits.best_effort,
     })
 }
 

@@ -198,3 +198,33 @@ async fn a_term_ignoring_run_is_killed_within_the_servers_grace() {
         started.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_spends_the_servers_cpu_time_budget_ends_limit_exceeded() {
+    // Needs only a cgroup v2 leaf (cpu.stat), no controller.
+    if corral_tests::skip::cgroup_parent().is_none() {
+        return;
+    }
+    let served = serve("cpu-budget", |options| {
+        options.backend = corral::BackendChoice::Only(corral::Backend::Cgroup);
+        options.tree_limits = corral::Limits::new().cpu_time(Duration::from_millis(300));
+    })
+    .await;
+    // A busy loop in the background too: the budget is the whole tree's.
+    let result = served
+        .run(json!({"shell": "(while :; do :; done) & while :; do :; done", "timeout": 60}))
+        .await;
+    assert_eq!(result["outcome"], "limit_exceeded", "{result}");
+    assert_eq!(result["limits"]["ended_by"], "cpu_time", "{result}");
+    assert_eq!(result["limits"]["tree"]["cpu_time_s"], 0.3, "{result}");
+    assert_eq!(result["effects_unknown"], true);
+    let counted = &result["cleanup"]["limits"];
+    assert!(
+        counted["cpu_used"].as_f64().unwrap_or_default() >= 0.3,
+        "{result}"
+    );
+    assert_eq!(result["cleanup"]["survivors"], json!([]), "{result}");
+    // A quick run under the same budget ends as without one.
+    let quick = served.run(json!({"argv": ["true"]})).await;
+    assert_eq!(quick["outcome"], "exited", "{quick}");
+}

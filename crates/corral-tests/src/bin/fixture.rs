@@ -26,6 +26,9 @@
 //! | `fork-storm [N]`         | N (default 200) children that ignore SIGTERM, forked as fast as possible; ready with all; sleeps forever |
 //! | `tree-ignore N`          | ignores SIGTERM; N children that ignore it too, every third (i % 3 == 2) calls setsid(); ready with all; sleeps forever |
 //! | `tree-exit N`            | N children exist at once, then all exit by themselves; the leader reaps them and exits 0 (a tree of N + 1 that ends on its own); no readiness line |
+//! | `fork-bomb SECS`         | ready; then every process forks as fast as it can, its children too (refused forks sleep 1 ms, then retry); after SECS the leader prints `refused N` (its own refused forks) and exits 1 if any fork was refused, else 0; the others go on (up to 600 s) |
+//! | `hog MIB`                | a setsid child sleeps forever; ready with both; then allocates and touches MIB MiB, 1 MiB at a time; prints `hog-done` and sleeps forever |
+//! | `spin N`                 | N children (odd ones call setsid()) and the leader busy-loop for 600 s; ready with all |
 //! | `hop SECS OUT`           | ready; then "hops" for SECS: forks, and the parent exits at once, over and over; the last one alive writes `survived` to the file OUT and exits 0 |
 //!
 //! Bad arguments print a one-line usage error on stderr and exit with 2.
@@ -44,7 +47,7 @@ use sys::{Fork, ReportPipe};
 /// The one-line usage text for an unknown mode.
 const MODES: &str = "MODE [ARGS...] with MODE one of: exit, kill-self, sleep, echo-stdin, \
                      ignore-term, fork, setsid, daemon, leave-children, hold-stdout, slow-die, \
-                     flood, fork-storm, tree-ignore, tree-exit, hop";
+                     flood, fork-storm, tree-ignore, tree-exit, hop, fork-bomb, hog, spin";
 
 /// A usage error: the expected command line for the mode.
 type Usage = &'static str;
@@ -85,6 +88,9 @@ fn run(args: &[OsString]) -> Result<(), Usage> {
         "tree-ignore" => tree_ignore(args("tree-ignore N")),
         "tree-exit" => tree_exit(args("tree-exit N")),
         "hop" => hop(args("hop SECS OUT")),
+        "fork-bomb" => fork_bomb(args("fork-bomb SECS")),
+        "hog" => hog(args("hog MIB")),
+        "spin" => spin(args("spin N")),
         _ => Err(MODES),
     }
 }
@@ -321,6 +327,79 @@ fn hop(mut args: Args) -> Result<(), Usage> {
         sys::die("writing OUT", err);
     }
     Ok(())
+}
+
+fn fork_bomb(mut args: Args) -> Result<(), Usage> {
+    let secs: f64 = args.num()?;
+    let usage = args.usage;
+    args.end()?;
+    let secs = Duration::try_from_secs_f64(secs).map_err(|_| usage)?;
+    let leader = sys::getpid();
+    sys::print_ready(&[]);
+    let start = Instant::now();
+    let mut refused = 0u64;
+    loop {
+        let is_leader = sys::getpid() == leader;
+        if is_leader && start.elapsed() >= secs {
+            let _ = sys::write_all(1, format!("refused {refused}\n").as_bytes());
+            sys::exit_now(i32::from(refused > 0));
+        }
+        if start.elapsed() >= Duration::from_secs(600) {
+            sys::exit_now(0);
+        }
+        match sys::try_fork() {
+            Ok(Fork::Child) => refused = 0,
+            Ok(Fork::Parent(_)) => {}
+            Err(_) => {
+                refused += 1;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+fn hog(mut args: Args) -> Result<(), Usage> {
+    let mib: usize = args.num()?;
+    args.end()?;
+    let child = sys::spawn_sleepers(1, |_| sys::setsid());
+    sys::print_ready(&child);
+    let mut held: Vec<Vec<u8>> = Vec::with_capacity(mib);
+    for _ in 0..mib {
+        // Every page written, so the memory is really used.
+        held.push(vec![0xa5; 1 << 20]);
+    }
+    std::hint::black_box(&held);
+    let _ = sys::write_all(1, b"hog-done\n");
+    sys::sleep_forever()
+}
+
+fn spin(mut args: Args) -> Result<(), Usage> {
+    let n: usize = args.num()?;
+    args.end()?;
+    fn busy() -> ! {
+        let end = Instant::now() + Duration::from_secs(600);
+        while Instant::now() < end {
+            std::hint::spin_loop();
+        }
+        sys::exit_now(0)
+    }
+    let pipe = ReportPipe::new();
+    let mut pids = Vec::with_capacity(n);
+    for i in 0..n {
+        match sys::fork() {
+            Fork::Child => {
+                if i % 2 == 1 {
+                    sys::setsid();
+                }
+                pipe.report();
+                busy();
+            }
+            Fork::Parent(pid) => pids.push(pid),
+        }
+    }
+    pipe.collect(n);
+    sys::print_ready(&pids);
+    busy()
 }
 
 fn tree_ignore(mut args: Args) -> Result<(), Usage> {

@@ -31,7 +31,10 @@
 use std::{
     collections::HashSet,
     fs, io,
-    os::fd::{AsFd, OwnedFd},
+    os::{
+        fd::{AsFd, OwnedFd},
+        unix::fs::MetadataExt,
+    },
     path::{Path, PathBuf},
     sync::OnceLock,
     time::Duration,
@@ -77,7 +80,6 @@ pub(crate) fn delegates_namespaces() -> bool {
 /// that the user `uid` in group `gid` may write, going by owner and mode: a
 /// process of that user could move itself through it, out of the leaf.
 pub(crate) fn writable_by(leaf: &Path, uid: u32, gid: Option<u32>) -> Option<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
     let mount = mount()?;
     let mut dir = Some(leaf);
     while let Some(current) = dir.filter(|d| d.starts_with(mount)) {
@@ -129,8 +131,13 @@ pub(crate) fn own_cgroup(proc_cgroup: &str) -> Option<&str> {
         .filter(|path| path.starts_with('/'))
 }
 
+/// The environment variable that names the cgroup leaves go in, instead of
+/// this process's own: a delegated cgroup without processes, where corral may
+/// enable the controllers that resource limits need (see `docs/limits.md`).
+pub const PARENT_VARIABLE: &str = "CORRAL_CGROUP_PARENT";
+
 /// The directory new leaves go in, or why there is none (read once).
-fn parent_dir() -> Result<PathBuf, String> {
+pub(crate) fn parent_dir() -> Result<PathBuf, String> {
     static PARENT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     PARENT
         .get_or_init(|| {
@@ -141,9 +148,55 @@ fn parent_dir() -> Result<PathBuf, String> {
                 .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
             let own = own_cgroup(&own)
                 .ok_or("this process has no cgroup v2 path (no 0:: line in /proc/self/cgroup)")?;
-            Ok(mount.join(own.trim_start_matches('/')))
+            let own = mount.join(own.trim_start_matches('/'));
+            if let Some(chosen) = std::env::var_os(PARENT_VARIABLE).filter(|v| !v.is_empty()) {
+                return chosen_parent(&mount, &own, Path::new(&chosen), sys::geteuid());
+            }
+            Ok(own)
         })
         .clone()
+}
+
+/// Checks the cgroup [`PARENT_VARIABLE`] names: a directory of the v2
+/// hierarchy, given as a file-system path, or, where no such path exists, as
+/// a cgroup path as `/proc/PID/cgroup` shows it; a relative path is taken
+/// from this process's own cgroup `own` (`..`: its parent, the unit's cgroup
+/// under systemd's `DelegateSubgroup=`). After symlinks and `..`, it must be
+/// inside the mount and owned by this user or by root: root never puts a
+/// tree in a cgroup another user could have made.
+pub(crate) fn chosen_parent(
+    mount: &Path,
+    own: &Path,
+    chosen: &Path,
+    euid: u32,
+) -> Result<PathBuf, String> {
+    let bad = |why: String| format!("{PARENT_VARIABLE}={}: {why}", chosen.display());
+    let path = if chosen.is_relative() {
+        own.join(chosen)
+    } else if chosen.starts_with(mount) || fs::symlink_metadata(chosen).is_ok() {
+        chosen.to_owned()
+    } else {
+        mount.join(chosen.strip_prefix("/").unwrap_or(chosen))
+    };
+    let real = fs::canonicalize(&path).map_err(|e| bad(format!("{} ({e})", path.display())))?;
+    if !real.starts_with(mount) || !real.join("cgroup.procs").exists() {
+        return Err(bad(format!(
+            "{} is not a cgroup of the v2 hierarchy mounted at {}",
+            real.display(),
+            mount.display()
+        )));
+    }
+    let owner = fs::metadata(&real)
+        .map_err(|e| bad(format!("{} ({e})", real.display())))?
+        .uid();
+    if owner != euid && owner != 0 {
+        return Err(bad(format!(
+            "{} belongs to user {owner}; corral makes leaves only in a cgroup that root or \
+             this user ({euid}) owns",
+            real.display()
+        )));
+    }
+    Ok(real)
 }
 
 /// Adds the likely cause to a refused `mkdir` of a leaf where the kernel's
@@ -234,7 +287,23 @@ pub(crate) struct Leaf {
 }
 
 impl Leaf {
+    /// Creates a leaf under [`parent_dir`]. Where [`PARENT_VARIABLE`] names
+    /// the parent, a parent that cannot be used is an error, never a quiet
+    /// fallback to another backend: the caller asked for that cgroup.
     pub(crate) fn create(reserve: &mut dyn FnMut(&Path)) -> Result<Self, LeafError> {
+        let chosen = std::env::var_os(PARENT_VARIABLE).is_some_and(|v| !v.is_empty());
+        Self::create_in_parent(reserve).map_err(|error| match error {
+            LeafError::Unavailable(reason) if chosen => {
+                LeafError::Failed(Error::BackendUnavailable {
+                    backend: crate::backend::Backend::Cgroup,
+                    reason,
+                })
+            }
+            error => error,
+        })
+    }
+
+    fn create_in_parent(reserve: &mut dyn FnMut(&Path)) -> Result<Self, LeafError> {
         let parent = parent_dir().map_err(LeafError::Unavailable)?;
         let path = match create_unique(&parent, "corral", reserve) {
             Ok(path) => path,
@@ -817,7 +886,7 @@ pub(crate) fn mount() -> Option<&'static Path> {
 
 /// `/proc/self/mountinfo`, read once: the mount, the leaves' parent and
 /// `nsdelegate` all come from it (each was already read once per process).
-fn mountinfo() -> Result<&'static str, String> {
+pub(crate) fn mountinfo() -> Result<&'static str, String> {
     static TEXT: OnceLock<Result<String, String>> = OnceLock::new();
     TEXT.get_or_init(|| {
         fs::read_to_string("/proc/self/mountinfo")

@@ -21,6 +21,7 @@
 //! scanning `/proc` leave out what another tree claims.
 
 mod cgroup;
+mod controllers;
 mod group;
 mod leader;
 mod orphaned;
@@ -31,6 +32,8 @@ mod subreaper;
 mod tree;
 mod walker;
 
+pub use cgroup::PARENT_VARIABLE as CGROUP_PARENT_VARIABLE;
+pub(crate) use controllers::Applied as AppliedLimits;
 pub(crate) use leader::Leader;
 pub(crate) use recorded::{Ended, Named, Rebuilt, is_corral_leaf, rebuild, running_members};
 pub(crate) use registry::{Live, exempt, released, spawning, unexempt};
@@ -42,7 +45,11 @@ use std::{
 };
 
 pub use crate::backend::{Backend, BackendChoice};
-use crate::{error::Error, sys};
+use crate::{
+    error::Error,
+    limits::{LimitKind, Limits},
+    sys,
+};
 
 static SUBREAPER_CLAIMED: AtomicBool = AtomicBool::new(false);
 
@@ -110,8 +117,26 @@ pub(crate) fn scannable() -> Result<(), String> {
 pub(crate) fn prepare(
     choice: BackendChoice,
     foreground: bool,
+    limits: &Limits,
     reserve: &mut dyn FnMut(&Path),
 ) -> Result<Prepared, Error> {
+    // Limits that must hold need the cgroup backend: no fallback then.
+    let needs_cgroup = limits
+        .wanted()
+        .first()
+        .copied()
+        .filter(|_| !limits.best_effort);
+    let refuse = |limit: LimitKind, why: String| Error::LimitUnavailable {
+        limit,
+        reason: format!(
+            "only the cgroup backend can enforce limits, and {why}; or ask for best effort"
+        ),
+    };
+    if let (BackendChoice::Only(other), Some(limit)) = (choice, needs_cgroup)
+        && other != Backend::Cgroup
+    {
+        return Err(refuse(limit, format!("the {other} backend was chosen")));
+    }
     let unavailable =
         |backend: Backend, reason: String| Error::BackendUnavailable { backend, reason };
     let group = || {
@@ -141,6 +166,9 @@ pub(crate) fn prepare(
                 Ok(leaf) => return Ok(Prepared::Cgroup(leaf)),
                 Err(cgroup::LeafError::Unavailable(reason)) => {
                     tracing::debug!(%reason, "cgroup backend unavailable");
+                    if let Some(limit) = needs_cgroup {
+                        return Err(refuse(limit, format!("it is unavailable here: {reason}")));
+                    }
                 }
                 Err(cgroup::LeafError::Failed(error)) => return Err(error),
             }
@@ -154,4 +182,34 @@ pub(crate) fn prepare(
             group()
         }
     }
+}
+
+/// Applies `limits` to a prepared tree, before its leader starts (see
+/// `controllers.rs`).
+pub(crate) fn apply_limits(
+    prepared: &Prepared,
+    limits: &Limits,
+) -> Result<controllers::Applied, Error> {
+    let leaf = prepared.cgroup().map(|(path, _)| path);
+    let mountinfo = cgroup::mountinfo().unwrap_or_default();
+    controllers::apply(leaf.as_deref(), prepared.backend(), limits, mountinfo)
+        .map_err(|(limit, reason)| Error::LimitUnavailable { limit, reason })
+}
+
+/// Whether this host can enforce each kind of limit on the trees of this
+/// process now (created under [`cgroup`]'s parent), and why not.
+pub(crate) fn limit_support() -> Vec<(LimitKind, Result<(), String>)> {
+    let parent = cgroup::probe();
+    let mountinfo = cgroup::mountinfo().unwrap_or_default();
+    LimitKind::ALL
+        .into_iter()
+        .map(|kind| {
+            let support = parent.as_ref().map_err(Clone::clone).and_then(|parent| {
+                kind.controller().map_or(Ok(()), |controller| {
+                    controllers::check(parent, controller, mountinfo).map(|_| ())
+                })
+            });
+            (kind, support)
+        })
+        .collect()
 }

@@ -297,6 +297,7 @@ mod tests {
             run_time: Duration::ZERO,
             cleanup_time: Duration::ZERO,
             notes: Vec::new(),
+            limits: None,
         }
     }
 

@@ -31,7 +31,7 @@ use crate::{
     command::Command,
     command::Leftovers,
     command::Output,
-    contain::{self, Leader, Tree},
+    contain::{self, AppliedLimits, Leader, Tree},
     error::Error,
     exit::Exit,
     identity,
@@ -51,6 +51,12 @@ use crate::{
 /// and how often after that.
 const REFRESH_FIRST: Duration = Duration::from_millis(100);
 const REFRESH_EVERY: Duration = Duration::from_millis(250);
+
+/// The shortest and longest wait between two reads of a CPU-time budget:
+/// the shortest bounds the overrun (at most this much per CPU), the longest
+/// keeps a tree that idles for long from being read too rarely once busy.
+const BUDGET_CHECK_MIN: Duration = Duration::from_millis(10);
+const BUDGET_CHECK_MAX: Duration = Duration::from_secs(1);
 
 impl Command {
     /// Starts the command as an owned tree. The tree is supervised by a tokio
@@ -84,16 +90,23 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
 }
 
 fn spawn_tree(command: Command) -> Result<Child, Error> {
+    command.limits.validate().map_err(Error::InvalidLimits)?;
     launch::check_cwd(&command)?;
     launch::check_credentials(&command)?;
     if sys::children_autoreaped().unwrap_or(false) {
         return Err(Error::ChildrenAutoreaped);
     }
     let mut registration = Registration::new(&command);
-    let prepared = contain::prepare(command.backend, command.foreground, &mut |path| {
-        registration.cgroup_reserved(path)
-    })?;
+    let prepared = contain::prepare(
+        command.backend,
+        command.foreground,
+        &command.limits,
+        &mut |path| registration.cgroup_reserved(path),
+    )?;
     let backend = prepared.backend();
+    let limits = (!command.limits.is_empty())
+        .then(|| contain::apply_limits(&prepared, &command.limits))
+        .transpose()?;
     registration.prepared(backend, prepared.cgroup());
     if let Some(uid) = command.uid
         && let Some(procs) = prepared.leaf_writable_by(uid, command.gid)
@@ -151,6 +164,7 @@ fn spawn_tree(command: Command) -> Result<Child, Error> {
     let (sender, receiver) = oneshot::channel();
     let supervision = Supervision {
         tree,
+        limits,
         live: Some(live),
         leader,
         registration,
@@ -286,6 +300,8 @@ fn open_leader(pid: i32, pidfd: OwnedFd) -> Result<Leader, Error> {
 /// The state of one supervised tree, owned by its task.
 struct Supervision {
     tree: Tree,
+    /// The limits in force on the tree, if it has any.
+    limits: Option<AppliedLimits>,
     /// The tree's entry in the registry of this process's trees: dropped
     /// after the leader is reaped (with `self`, or explicitly in `run`), so
     /// no other tree ever adopts or reaps it.
@@ -327,6 +343,7 @@ impl Supervision {
             run_time: triggered - self.started,
             cleanup_time: Duration::ZERO,
             notes: std::mem::take(&mut self.registration.notes),
+            limits: None,
         };
         let release = match (trigger, self.command.leftovers) {
             (Trigger::LeaderExited, Leftovers::Release { drain }) => Some(drain),
@@ -341,6 +358,18 @@ impl Supervision {
             self.terminate(&mut report).await;
             self.tree.kill_unseen();
             self.end_departed(&mut report).await;
+        }
+        // Read from the leaf before it goes; the leader is not reaped yet,
+        // but its exit status can be read.
+        let leader_exit = sys::exit_status(self.leader.pidfd.get_ref().as_fd(), false)
+            .ok()
+            .flatten();
+        let ended_by = self.limits.as_mut().and_then(|limits| {
+            let (counted, limit) = limits.finish(trigger == Trigger::LimitExceeded, leader_exit);
+            report.limits = Some(counted);
+            limit.filter(|_| matches!(trigger, Trigger::LeaderExited | Trigger::LimitExceeded))
+        });
+        if release.is_none() {
             report.cgroup_left = !self.tree.close();
         }
         report.cleanup_time = triggered.elapsed();
@@ -356,6 +385,7 @@ impl Supervision {
         let stdout = finish_reader(self.stdout.take(), drain_until, limit).await;
         let stderr = finish_reader(self.stderr.take(), drain_until, limit).await;
         let outcome = match (trigger, leader) {
+            _ if let Some(limit) = ended_by => Outcome::LimitExceeded { limit },
             (Trigger::TimedOut, _) => Outcome::TimedOut,
             (Trigger::Cancelled | Trigger::Dropped, _) => Outcome::Cancelled,
             (_, Some(Exit::Code(code))) => Outcome::Exited { code },
@@ -407,6 +437,12 @@ impl Supervision {
         tokio::pin!(refresh);
         let scanned = self.tree.cgroup_path().is_none();
         let mut passed_on = 0;
+        // The CPU-time budget is checked when it could be spent at the
+        // earliest, every CPU busy: never before, and never much after.
+        let mut budgeted = self.limits.as_ref().is_some_and(AppliedLimits::has_budget);
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        let budget_check = tokio::time::sleep_until(self.started);
+        tokio::pin!(budget_check);
         loop {
             tokio::select! {
                 biased;
@@ -422,6 +458,20 @@ impl Supervision {
                     pass_on(&mut self.tree, signal, self.started, notes).await;
                 }
                 () = &mut exited => return Trigger::LeaderExited,
+                () = &mut budget_check, if budgeted => {
+                    let limits = self.limits.as_mut().expect("budgeted trees have limits");
+                    match limits.budget_left(cpus) {
+                        Ok(None) => return Trigger::LimitExceeded,
+                        Ok(Some(left)) => {
+                            let wait = left.clamp(BUDGET_CHECK_MIN, BUDGET_CHECK_MAX);
+                            budget_check.as_mut().reset(Instant::now() + wait);
+                        }
+                        Err(note) => {
+                            self.registration.notes.push(note);
+                            budgeted = false;
+                        }
+                    }
+                }
                 () = &mut refresh, if scanned => {
                     if let Some(members) = self.tree.refresh() {
                         self.registration.members(members);

@@ -298,3 +298,33 @@ fn serve_stopped_is_0_and_failed_is_125() {
     assert_eq!(Status::Failed.code(), 125);
     assert!(listed(&SERVE, "125"));
 }
+
+#[test]
+fn a_tree_a_limit_ended_exits_137_152_or_with_its_own_status() {
+    let limited =
+        |limit, leader| Status::of_run(Outcome::LimitExceeded { limit }, leader, false, None);
+    let term = Some(Exit::Signal(Signal::TERM));
+    assert_eq!(
+        limited(Limit::Memory, Some(Exit::Signal(Signal::KILL))).code(),
+        137
+    );
+    assert_eq!(limited(Limit::CpuTime, term).code(), 152);
+    assert_eq!(limited(Limit::Processes, Some(Exit::Code(1))).code(), 1);
+    assert_eq!(limited(Limit::Processes, term).code(), 143);
+    assert_eq!(limited(Limit::Processes, None), Status::Failed);
+    assert!(listed(&RUN, "137") && listed(&RUN, "152"));
+    // A wrapped server a limit ended: the same statuses.
+    let wrapped = |limit, leader| {
+        Status::of_wrap(
+            Ending::ServerExited,
+            None,
+            Outcome::LimitExceeded { limit },
+            leader,
+        )
+    };
+    assert_eq!(wrapped(Limit::CpuTime, term).code(), 152);
+    assert_eq!(
+        wrapped(Limit::Memory, Some(Exit::Signal(Signal::KILL))).code(),
+        137
+    );
+}

@@ -39,6 +39,9 @@ use reconnect::backoff;
 /// How to reach a server again (what the manager keeps to reconnect).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
+// One per name, kept for reconnects: its size does not matter, and boxing
+// the command would make every caller write `Box::new`.
+#[allow(clippy::large_enum_variant)]
 pub enum Server {
     /// A stdio server spawned as an owned tree.
     Stdio(corral::Command),

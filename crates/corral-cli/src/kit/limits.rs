@@ -1,0 +1,124 @@
+//! `--max-procs`, `--max-memory`, `--max-swap`, `--cpus`, `--cpu-time` and
+//! `--limits-best-effort`: resource limits on the whole tree, the same for
+//! every subcommand that runs one (see docs/limits.md).
+
+use std::time::Duration;
+
+use clap::Args;
+
+/// The limit options.
+#[derive(Debug, Default, Clone, Args)]
+pub struct LimitArgs {
+    /// At most N processes (and threads) in the whole tree at once; a fork
+    /// beyond it fails (cgroup pids.max). Refused forks are counted in the
+    /// report; a command that then fails ends "limit_exceeded processes".
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_procs: Option<u64>,
+
+    /// At most SIZE of memory for the whole tree (512M, 2G; binary units),
+    /// no swap unless --max-swap; out of memory, the kernel kills the whole
+    /// tree at once and corral exits 137 (cgroup memory.max, memory.oom.group).
+    #[arg(long, value_name = "SIZE", value_parser = corral::limits::parse_size)]
+    pub max_memory: Option<u64>,
+
+    /// Swap the tree may use beyond --max-memory (default 0).
+    #[arg(long, value_name = "SIZE", value_parser = corral::limits::parse_size, requires = "max_memory")]
+    pub max_swap: Option<u64>,
+
+    /// CPU bandwidth for the whole tree, in CPUs (0.5 is half of one CPU,
+    /// 2 is two); the tree is throttled, never ended for it (cgroup cpu.max).
+    #[arg(long, value_name = "FRACTION", value_parser = parse_cpus)]
+    pub cpus: Option<f64>,
+
+    /// CPU time the whole tree may use (all its processes and CPUs summed);
+    /// when spent, the tree is ended as on a timeout (--signal, then
+    /// --kill-after) and corral exits 152 (128+SIGXCPU, as ulimit -t).
+    #[arg(long, value_name = "DURATION", value_parser = parse_cpu_time)]
+    pub cpu_time: Option<Duration>,
+
+    /// Run even where a limit cannot be enforced (no cgroup, a controller
+    /// missing): the report lists which limits applied and why not the
+    /// others. Without it, such a limit is an error (125) and nothing runs.
+    #[arg(long)]
+    pub limits_best_effort: bool,
+}
+
+impl LimitArgs {
+    /// The library's limits.
+    pub fn limits(&self) -> corral::Limits {
+        let mut limits = corral::Limits::new().best_effort(self.limits_best_effort);
+        limits.max_processes = self.max_procs;
+        limits.max_memory = self.max_memory;
+        limits.max_swap = self.max_swap;
+        limits.cpus = self.cpus;
+        limits.cpu_time = self.cpu_time;
+        limits
+    }
+}
+
+fn parse_cpus(text: &str) -> Result<f64, String> {
+    let (min, max) = (corral::limits::MIN_CPUS, corral::limits::MAX_CPUS);
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|cpus| cpus.is_finite() && (min..=max).contains(cpus))
+        .ok_or_else(|| {
+            format!("invalid CPU count {text:?}: give a number from {min} to {max}, e.g. 0.5 or 2")
+        })
+}
+
+fn parse_cpu_time(text: &str) -> Result<Duration, String> {
+    match corral::duration::parse_lenient(text) {
+        Ok(d) if d.is_zero() => Err("a CPU-time budget must be more than 0".to_owned()),
+        Ok(d) => Ok(d),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpus_are_a_bounded_number() {
+        assert_eq!(parse_cpus("0.2"), Ok(0.2));
+        assert_eq!(parse_cpus(" 2 "), Ok(2.0));
+        for bad in ["0", "-1", "nan", "inf", "1e9", "half", "", "0.001"] {
+            assert!(
+                parse_cpus(bad).expect_err(bad).contains("e.g. 0.5"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn cpu_time_is_a_positive_duration() {
+        assert_eq!(parse_cpu_time("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_cpu_time("1.5"), Ok(Duration::from_millis(1500)));
+        assert!(
+            parse_cpu_time("0")
+                .expect_err("zero")
+                .contains("more than 0")
+        );
+        assert!(parse_cpu_time("soon").is_err());
+    }
+
+    #[test]
+    fn the_options_become_the_library_limits() {
+        let args = LimitArgs {
+            max_procs: Some(64),
+            max_memory: Some(64 << 20),
+            max_swap: None,
+            cpus: Some(0.5),
+            cpu_time: Some(Duration::from_secs(2)),
+            limits_best_effort: true,
+        };
+        let limits = args.limits();
+        assert_eq!(limits.max_processes, Some(64));
+        assert_eq!(limits.max_memory, Some(64 << 20));
+        assert_eq!(limits.cpus, Some(0.5));
+        assert_eq!(limits.cpu_time, Some(Duration::from_secs(2)));
+        assert!(limits.best_effort);
+        assert!(LimitArgs::default().limits().is_empty());
+    }
+}

@@ -1,0 +1,301 @@
+//! `corral run`'s limit options: exit statuses (137 for an out-of-memory
+//! kill, 152 for a spent CPU-time budget), the report's `limits`, bad values,
+//! and limits this host cannot enforce. The memory row needs the v2 memory
+//! controller: on a hybrid host it says `SKIPPED:`, and the pure cgroup v2
+//! lane runs it (`CORRAL_REQUIRE_LIMITS=1`).
+
+mod common;
+
+use std::{path::Path, process::Stdio};
+
+use common::{corral, shell_status};
+use corral::LimitKind;
+use corral_tests::{Scratch, skip};
+use serde_json::Value;
+
+/// `corral run ARGS...` with a report: the status as a shell shows it, the
+/// standard error, and the report (if written).
+fn run(args: &[&str], scratch: &Scratch) -> (i32, String, Option<Value>) {
+    let report = scratch.path("report.json");
+    let output = corral()
+        .arg("run")
+        .arg("--report")
+        .arg(&report)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .output()
+        .expect("run corral");
+    let parsed = std::fs::read(&report)
+        .ok()
+        .map(|bytes| serde_json::from_slice(&bytes).expect("the report is JSON"));
+    (
+        shell_status(output.status),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+        parsed,
+    )
+}
+
+#[test]
+fn a_spent_cpu_time_budget_exits_152_and_the_report_names_it() {
+    if skip::cgroup_parent().is_none() {
+        return;
+    }
+    let scratch = Scratch::new("cli-cpu-time");
+    // Two busy loops, one in the background: the budget is the tree's.
+    let (status, stderr, report) = run(
+        &[
+            "--backend",
+            "cgroup",
+            "-t",
+            "60",
+            "--cpu-time",
+            "0.5",
+            "--",
+            "sh",
+            "-c",
+            "(while :; do :; done) & while :; do :; done",
+        ],
+        &scratch,
+    );
+    assert_eq!(status, 152, "{stderr}");
+    let report = report.expect("a report");
+    assert_eq!(report["exit_status"], 152);
+    assert_eq!(report["outcome"]["kind"], "limit_exceeded");
+    assert_eq!(report["outcome"]["limit"], "cpu_time");
+    assert_eq!(report["effects_unknown"], true);
+    assert_eq!(report["limits"]["applied"][0], "cpu_time=0.5s");
+    assert!(report["limits"]["cpu_used"].as_f64().unwrap_or_default() >= 0.5);
+    assert_eq!(report["survivors"], Value::Array(Vec::new()));
+}
+
+#[test]
+fn bad_limit_values_exit_125_naming_the_rule() {
+    let scratch = Scratch::new("cli-bad-limits");
+    for (args, needle) in [
+        (&["--max-procs", "0"][..], "--max-procs"),
+        (&["--max-procs", "many"][..], "--max-procs"),
+        (&["--max-memory", "12X"][..], "512M or 2G"),
+        (&["--max-memory=-1M"][..], "512M or 2G"),
+        (&["--max-swap", "1M"][..], "--max-memory"),
+        (&["--cpus", "0"][..], "e.g. 0.5"),
+        (&["--cpus", "nan"][..], "e.g. 0.5"),
+        (&["--cpu-time", "0"][..], "more than 0"),
+        (&["--cpu-time", "soon"][..], "--cpu-time"),
+    ] {
+        let marker = scratch.path("ran");
+        let marker_arg = marker.to_string_lossy().into_owned();
+        let mut all = args.to_vec();
+        all.extend(["--", "touch", &marker_arg]);
+        let (status, stderr, _) = run(&all, &scratch);
+        assert_eq!(status, 125, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "{args:?}: {needle:?} not in {stderr}"
+        );
+        assert!(!marker.exists(), "{args:?}: the command ran");
+    }
+}
+
+#[test]
+fn a_limit_this_host_cannot_enforce_exits_125_unless_best_effort() {
+    if skip::cgroup_parent().is_none() {
+        return;
+    }
+    let missing = corral::capabilities()
+        .limits
+        .into_iter()
+        .find(|s| !s.available);
+    let Some(missing) = missing else {
+        println!("not applicable: this host enforces every limit");
+        return;
+    };
+    let (flag, value) = match missing.limit {
+        LimitKind::Processes => ("--max-procs", "16"),
+        LimitKind::Memory => ("--max-memory", "64M"),
+        LimitKind::Cpus => ("--cpus", "0.5"),
+        other => panic!("unexpected {other:?}"),
+    };
+    let controller = missing.controller.expect("a controller");
+    let scratch = Scratch::new("cli-unenforceable");
+    let marker = scratch.path("ran");
+    let marker_arg = marker.to_string_lossy().into_owned();
+    let (status, stderr, _) = run(&[flag, value, "--", "touch", &marker_arg], &scratch);
+    assert_eq!(status, 125, "{stderr}");
+    assert!(
+        stderr.contains(&format!("the {controller} controller")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("corral capabilities"), "{stderr}");
+    assert!(!marker.exists(), "nothing runs when a limit is refused");
+    let (status, stderr, report) = run(
+        &[
+            flag,
+            value,
+            "--limits-best-effort",
+            "--",
+            "touch",
+            &marker_arg,
+        ],
+        &scratch,
+    );
+    assert_eq!(status, 0, "{stderr}");
+    assert!(marker.exists());
+    let report = report.expect("a report");
+    let not_applied = &report["limits"]["not_applied"][0];
+    assert!(
+        not_applied["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(controller),
+        "{report}"
+    );
+}
+
+#[test]
+fn out_of_memory_exits_137_with_the_whole_tree_gone() {
+    if skip::cgroup_parent().is_none() || !skip::limit_available(LimitKind::Memory) {
+        return;
+    }
+    let scratch = Scratch::new("cli-oom");
+    // The shell keeps 300 MB in a variable; a background sleeper uses none.
+    let (status, stderr, report) = run(
+        &[
+            "--backend",
+            "cgroup",
+            "-t",
+            "60",
+            "--max-memory",
+            "64M",
+            "--",
+            "sh",
+            "-c",
+            "sleep 100 & a=$(head -c 300000000 /dev/zero | tr '\\000' x); echo done",
+        ],
+        &scratch,
+    );
+    assert_eq!(status, 137, "{stderr}");
+    let report = report.expect("a report");
+    assert_eq!(report["outcome"]["limit"], "memory", "{report}");
+    assert!(report["limits"]["oom_kills"].as_u64().unwrap_or_default() >= 1);
+    assert_eq!(report["survivors"], Value::Array(Vec::new()));
+    let leaf = report["cgroup"].as_str().expect("a leaf");
+    assert!(!Path::new(leaf).exists(), "the leaf is removed");
+}
+
+#[test]
+fn help_lists_the_limits_and_their_exit_statuses() {
+    let output = corral()
+        .args(["run", "--help"])
+        .output()
+        .expect("run corral");
+    let help = String::from_utf8_lossy(&output.stdout);
+    for needle in [
+        "--max-procs",
+        "--max-memory",
+        "--max-swap",
+        "--cpus",
+        "--cpu-time",
+        "--limits-best-effort",
+        "137",
+        "152",
+    ] {
+        assert!(help.contains(needle), "{needle} missing from --help");
+    }
+}
+
+/// A cgroup made for one test under this process's own, removed on drop.
+struct TestCgroup(std::path::PathBuf);
+
+impl TestCgroup {
+    fn new(name: &str) -> Option<Self> {
+        let parent = skip::cgroup_parent()?;
+        let path = parent.join(format!("corral-test-{}-{name}", std::process::id()));
+        std::fs::create_dir(&path).expect("creating a test cgroup");
+        Some(Self(path))
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        // Leaves corral made in it are gone by now (each run removes its own).
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn leaves_go_in_the_cgroup_corral_cgroup_parent_names() {
+    let Some(chosen) = TestCgroup::new("parent") else {
+        return;
+    };
+    let scratch = Scratch::new("cli-chosen-parent");
+    let report = scratch.path("report.json");
+    let status = corral()
+        .env("CORRAL_CGROUP_PARENT", &chosen.0)
+        .args(["run", "--backend", "cgroup", "--report"])
+        .arg(&report)
+        .args(["--", "true"])
+        .status()
+        .expect("run corral");
+    assert!(status.success());
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(&report).expect("report")).expect("JSON");
+    let leaf = report["cgroup"].as_str().expect("a leaf");
+    assert_eq!(
+        Path::new(leaf).parent(),
+        Some(chosen.0.as_path()),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_cgroup_parent_root_did_not_make_is_refused_by_root() {
+    if !skip::is_root() {
+        skip::skipped("needs root to give a cgroup to another user");
+        return;
+    }
+    let Some(hostile) = TestCgroup::new("hostile") else {
+        return;
+    };
+    // What another user could have made: a cgroup of their own (a delegated
+    // subtree), and a symlink to it.
+    std::os::unix::fs::chown(&hostile.0, Some(65534), Some(65534)).expect("chown");
+    let scratch = Scratch::new("cli-hostile-parent");
+    let link = scratch.path("link");
+    std::os::unix::fs::symlink(&hostile.0, &link).expect("symlink");
+    let marker = scratch.path("ran");
+    for (named, needle) in [
+        (hostile.0.clone(), "belongs to user 65534".to_owned()),
+        (link.clone(), "belongs to user 65534".to_owned()),
+        (
+            scratch.0.clone(),
+            "is not a cgroup of the v2 hierarchy".to_owned(),
+        ),
+        ("no/such/cgroup".into(), "No such file".to_owned()),
+    ] {
+        let output = corral()
+            .env("CORRAL_CGROUP_PARENT", &named)
+            .args(["run", "--"])
+            .arg("touch")
+            .arg(&marker)
+            .output()
+            .expect("run corral");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(shell_status(output.status), 125, "{named:?}: {stderr}");
+        assert!(
+            stderr.contains(&needle),
+            "{named:?}: {needle:?} not in {stderr}"
+        );
+        assert!(stderr.contains("CORRAL_CGROUP_PARENT"), "{stderr}");
+        assert!(!marker.exists(), "{named:?}: the command ran");
+    }
+    let left: Vec<_> = std::fs::read_dir(&hostile.0)
+        .expect("read the hostile cgroup")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "corral made a leaf in the hostile cgroup: {left:?}"
+    );
+}

@@ -1,0 +1,399 @@
+//! cgroup v2 controllers on a tree's leaf: the parent hands them down
+//! (`cgroup.subtree_control`), the leaf carries the tree's limits
+//! (`pids.max`, `memory.max`, `cpu.max`), and the kernel's counters say what
+//! the limits did (`pids.events`, `memory.events`, `cpu.stat`).
+//!
+//! The rule that shapes it: a cgroup that holds processes cannot hand the
+//! `memory` (or `io`) controller to its children (cgroup v2's
+//! no-internal-process rule), so the leaves of a tree with a memory limit need
+//! a parent without processes: the root cgroup, or a delegated cgroup named
+//! by `CORRAL_CGROUP_PARENT` (see `docs/limits.md`).
+
+use std::{
+    fs,
+    io::{self, Read, Seek},
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use super::cgroup::PARENT_VARIABLE;
+use crate::{
+    backend::Backend,
+    exit::Exit,
+    limits::{Limit, LimitKind, Limits, LimitsReport, NotApplied},
+};
+
+/// `cpu.max`'s period, in microseconds (the kernel's default).
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// Makes `controller` available to the children of `parent`, or says why it
+/// cannot be, and what would fix it.
+pub(crate) fn enable(parent: &Path, controller: &str, mountinfo: &str) -> Result<(), String> {
+    if check(parent, controller, mountinfo)? == Ready::Enabled {
+        return Ok(());
+    }
+    let control = parent.join("cgroup.subtree_control");
+    match fs::write(&control, format!("+{controller}")) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == io::ErrorKind::ResourceBusy => {
+            Err(holds_processes(parent, controller))
+        }
+        Err(error) => Err(format!(
+            "cannot enable the {controller} controller in {} ({error}): run as root, or in a \
+             delegated subtree (systemd Delegate=yes) named by {PARENT_VARIABLE}",
+            control.display(),
+        )),
+    }
+}
+
+/// Whether `controller` is handed to `parent`'s children, or could be, without
+/// changing anything (for `capabilities`): the reasons [`enable`] would fail
+/// for, as far as they can be seen from outside.
+pub(crate) fn check(parent: &Path, controller: &str, mountinfo: &str) -> Result<Ready, String> {
+    let read = |name: &str| fs::read_to_string(parent.join(name)).unwrap_or_default();
+    if listed(&read("cgroup.subtree_control"), controller) {
+        return Ok(Ready::Enabled);
+    }
+    if !listed(&read("cgroup.controllers"), controller) {
+        let why = if bound_to_v1(mountinfo, controller) {
+            "this host binds it to a cgroup v1 hierarchy (a hybrid layout); boot with \
+             systemd.unified_cgroup_hierarchy=1 for a pure cgroup v2 host"
+                .to_owned()
+        } else {
+            format!(
+                "enable it in the cgroup.subtree_control of {}'s parent (systemd: \
+                 Delegate=yes delegates it)",
+                parent.display()
+            )
+        };
+        return Err(format!(
+            "the {controller} controller is not available in {} (not in its \
+             cgroup.controllers): {why}",
+            parent.display()
+        ));
+    }
+    // Only domain controllers obey the no-internal-process rule; the root
+    // cgroup is exempt (its file lacks cgroup.type).
+    let domain = !matches!(controller, "cpu" | "cpuset" | "pids" | "perf_event");
+    if domain && parent.join("cgroup.type").exists() && !read("cgroup.procs").trim().is_empty() {
+        return Err(holds_processes(parent, controller));
+    }
+    Ok(Ready::CanEnable)
+}
+
+/// Where [`check`] found a controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ready {
+    /// Already handed to the children.
+    Enabled,
+    /// Available to the parent; enabling it should work.
+    CanEnable,
+}
+
+fn holds_processes(parent: &Path, controller: &str) -> String {
+    format!(
+        "{} holds processes, so cgroup v2 will not hand the {controller} controller to its \
+         children (the no-internal-process rule); set {PARENT_VARIABLE} to a cgroup without \
+         processes that this user may write (systemd: Delegate=yes with DelegateSubgroup=, \
+         see docs/limits.md)",
+        parent.display(),
+    )
+}
+
+/// Whether `list` (a `cgroup.controllers` or `cgroup.subtree_control` line)
+/// names `controller`.
+fn listed(list: &str, controller: &str) -> bool {
+    list.split_whitespace().any(|c| c == controller)
+}
+
+/// Whether a cgroup v1 hierarchy holds `controller` (the hybrid layout).
+pub(crate) fn bound_to_v1(mountinfo: &str, controller: &str) -> bool {
+    mountinfo.lines().any(|line| {
+        let Some((_, right)) = line.split_once(" - ") else {
+            return false;
+        };
+        let mut fields = right.split_whitespace();
+        fields.next() == Some("cgroup")
+            && fields
+                .nth(1)
+                .is_some_and(|options| options.split(',').any(|o| o == controller))
+    })
+}
+
+/// Writes the limit of one `kind` to `leaf`: its lines of
+/// [`LimitsReport::applied`], or why it failed.
+pub(crate) fn write(leaf: &Path, limits: &Limits, kind: LimitKind) -> Result<Vec<String>, String> {
+    let set = |file: &str, value: String| -> Result<String, String> {
+        fs::write(leaf.join(file), &value)
+            .map(|()| format!("{file}={value}"))
+            .map_err(|error| {
+                format!(
+                    "cannot write {value:?} to {file} of {}: {error}",
+                    leaf.display()
+                )
+            })
+    };
+    match kind {
+        LimitKind::Processes => {
+            let n = limits.max_processes.unwrap_or(u64::MAX);
+            Ok(vec![set("pids.max", n.to_string())?])
+        }
+        LimitKind::Memory => {
+            let bytes = limits.max_memory.unwrap_or(u64::MAX);
+            let mut applied = vec![set("memory.max", bytes.to_string())?];
+            let swap = limits.max_swap.unwrap_or(0);
+            if leaf.join("memory.swap.max").exists() {
+                applied.push(set("memory.swap.max", swap.to_string())?);
+            } else if swap > 0 {
+                return Err(format!(
+                    "a swap limit was asked for, but {} has no memory.swap.max (swap \
+                     accounting is off: boot with swapaccount=1)",
+                    leaf.display()
+                ));
+            } else {
+                applied.push("memory.swap.max=unavailable (no swap accounting)".to_owned());
+            }
+            applied.push(set("memory.oom.group", "1".to_owned())?);
+            Ok(applied)
+        }
+        LimitKind::Cpus => {
+            let cpus = limits.cpus.unwrap_or(f64::from(u32::MAX));
+            Ok(vec![set("cpu.max", cpu_max(cpus))?])
+        }
+        LimitKind::CpuTime => {
+            let budget = limits.cpu_time.unwrap_or(Duration::MAX);
+            CpuMeter::open(leaf)
+                .map_err(|error| format!("cannot read cpu.stat of {}: {error}", leaf.display()))?;
+            Ok(vec![format!("cpu_time={}s", budget.as_secs_f64())])
+        }
+    }
+}
+
+/// `cpu.max`'s value for a bandwidth of `cpus` CPUs: a quota (at least the
+/// kernel's minimum of 1 ms) per default period.
+pub(crate) fn cpu_max(cpus: f64) -> String {
+    // Validated to 0.01..=4096 CPUs: the product fits and is positive.
+    let quota = (cpus * CPU_PERIOD_US as f64).round() as u64;
+    format!("{} {CPU_PERIOD_US}", quota.max(1_000))
+}
+
+/// The limits in force on one tree, from its spawn to its end.
+#[derive(Debug)]
+pub(crate) struct Applied {
+    leaf: Option<PathBuf>,
+    kinds: Vec<LimitKind>,
+    report: LimitsReport,
+    /// The CPU-time budget and the meter that spends it.
+    budget: Option<(CpuMeter, Duration)>,
+}
+
+/// Applies `limits` to a tree's `leaf` (`None`: its backend has no leaf)
+/// before its leader starts. A limit this host cannot enforce is the error
+/// (with why and the fix), or, with [`Limits::best_effort`], listed as not
+/// applied.
+pub(crate) fn apply(
+    leaf: Option<&Path>,
+    backend: Backend,
+    limits: &Limits,
+    mountinfo: &str,
+) -> Result<Applied, (LimitKind, String)> {
+    let mut applied = Applied {
+        leaf: leaf.map(Path::to_owned),
+        kinds: Vec::new(),
+        report: LimitsReport::default(),
+        budget: None,
+    };
+    for kind in limits.wanted() {
+        let result = match leaf {
+            None => Err(format!(
+                "only the cgroup backend can enforce limits, and this tree uses the {backend} \
+                 backend"
+            )),
+            Some(leaf) => kind
+                .controller()
+                .map_or(Ok(()), |controller| {
+                    let parent = leaf.parent().unwrap_or(leaf);
+                    enable(parent, controller, mountinfo)
+                })
+                .and_then(|()| write(leaf, limits, kind)),
+        };
+        match result {
+            Ok(lines) => {
+                applied.report.applied.extend(lines);
+                applied.kinds.push(kind);
+            }
+            Err(reason) if limits.best_effort => {
+                applied.report.not_applied.push(NotApplied {
+                    limit: kind,
+                    reason,
+                });
+            }
+            Err(reason) => return Err((kind, reason)),
+        }
+    }
+    if let (Some(leaf), Some(budget)) = (leaf, limits.cpu_time)
+        && applied.kinds.contains(&LimitKind::CpuTime)
+    {
+        let meter = CpuMeter::open(leaf)
+            .map_err(|e| (LimitKind::CpuTime, format!("cannot read cpu.stat: {e}")))?;
+        applied.budget = Some((meter, budget));
+    }
+    Ok(applied)
+}
+
+impl Applied {
+    /// How long until the CPU-time budget could be spent at the earliest
+    /// (every CPU of the machine busy), or `None` when it is spent (or
+    /// there is no budget: then never). A read that fails ends the budget
+    /// (reported in the error) rather than the tree.
+    pub(crate) fn budget_left(&mut self, cpus: u32) -> Result<Option<Duration>, String> {
+        let Some((meter, budget)) = &mut self.budget else {
+            return Ok(Some(Duration::MAX));
+        };
+        match meter.used() {
+            Ok(used) if used >= *budget => Ok(None),
+            Ok(used) => Ok(Some((*budget - used) / cpus.max(1))),
+            Err(error) => {
+                self.budget = None;
+                Err(format!("the CPU-time budget stopped counting: {error}"))
+            }
+        }
+    }
+
+    /// Whether the tree has a CPU-time budget.
+    pub(crate) fn has_budget(&self) -> bool {
+        self.budget.is_some()
+    }
+
+    /// Reads what the limits did, before the leaf is removed; and which
+    /// limit ended the tree, if one did: a CPU-time budget corral enforced
+    /// (`budget_spent`), an out-of-memory kill, or a leader that failed
+    /// after forks were refused.
+    pub(crate) fn finish(
+        &mut self,
+        budget_spent: bool,
+        leader: Option<Exit>,
+    ) -> (LimitsReport, Option<Limit>) {
+        if let Some(leaf) = &self.leaf {
+            count(leaf, &mut self.report);
+        }
+        let report = std::mem::take(&mut self.report);
+        let has = |kind| self.kinds.contains(&kind);
+        let failed = !matches!(leader, Some(Exit::Code(0)));
+        let limit = if budget_spent {
+            Some(Limit::CpuTime)
+        } else if has(LimitKind::Memory) && report.oom_kills > 0 && failed {
+            Some(Limit::Memory)
+        } else if has(LimitKind::Processes) && report.fork_refusals > 0 && failed {
+            Some(Limit::Processes)
+        } else {
+            None
+        };
+        (report, limit)
+    }
+}
+
+/// `KEY VALUE` from a flat-keyed cgroup file (`cpu.stat`, `*.events`).
+pub(crate) fn field(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let (k, v) = line.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok())?
+    })
+}
+
+/// Reads the leaf's counters into `report`: what the limits did. Files a
+/// controller did not provide are left out.
+pub(crate) fn count(leaf: &Path, report: &mut LimitsReport) {
+    let read = |name: &str| fs::read_to_string(leaf.join(name)).unwrap_or_default();
+    let pids = read("pids.events");
+    report.fork_refusals = field(&pids, "max").unwrap_or(0);
+    let memory = read("memory.events");
+    report.oom_kills = field(&memory, "oom_kill").unwrap_or(0);
+    report.memory_peak = read("memory.peak").trim().parse().ok();
+    let cpu = read("cpu.stat");
+    report.cpu_used = Duration::from_micros(field(&cpu, "usage_usec").unwrap_or(0));
+    report.throttled_periods = field(&cpu, "nr_throttled").unwrap_or(0);
+    report.throttled_time = Duration::from_micros(field(&cpu, "throttled_usec").unwrap_or(0));
+}
+
+/// The tree's CPU time so far, read from its leaf's `cpu.stat` (present in
+/// every cgroup v2 leaf, with or without the `cpu` controller).
+#[derive(Debug)]
+pub(crate) struct CpuMeter {
+    file: fs::File,
+    path: PathBuf,
+}
+
+impl CpuMeter {
+    pub(crate) fn open(leaf: &Path) -> io::Result<Self> {
+        let path = leaf.join("cpu.stat");
+        let mut meter = Self {
+            file: fs::File::open(&path)?,
+            path,
+        };
+        meter.used()?;
+        Ok(meter)
+    }
+
+    /// CPU time used by the tree so far (user and system, all CPUs).
+    pub(crate) fn used(&mut self) -> io::Result<Duration> {
+        let mut text = String::new();
+        self.file.rewind()?;
+        self.file.read_to_string(&mut text)?;
+        field(&text, "usage_usec")
+            .map(Duration::from_micros)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("no usage_usec in {}", self.path.display()),
+                )
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_of_flat_keyed_files() {
+        let stat = "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\nnr_throttled 3\n";
+        assert_eq!(field(stat, "usage_usec"), Some(1500));
+        assert_eq!(field(stat, "nr_throttled"), Some(3));
+        assert_eq!(field(stat, "usage"), None);
+        assert_eq!(field("max 7\n", "max"), Some(7));
+        assert_eq!(field("oom 1\noom_kill 2\n", "oom_kill"), Some(2));
+        assert_eq!(field("max x\n", "max"), None);
+    }
+
+    #[test]
+    fn cpu_max_is_a_quota_per_period_with_the_kernel_minimum() {
+        assert_eq!(cpu_max(0.2), "20000 100000");
+        assert_eq!(cpu_max(1.5), "150000 100000");
+        assert_eq!(cpu_max(0.01), "1000 100000");
+        assert_eq!(cpu_max(0.001), "1000 100000");
+    }
+
+    #[test]
+    fn a_controller_bound_to_v1_is_recognised() {
+        let hybrid = "\
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+        assert!(bound_to_v1(hybrid, "memory"));
+        assert!(bound_to_v1(hybrid, "cpu"));
+        assert!(!bound_to_v1(hybrid, "pids"));
+        assert!(!bound_to_v1(hybrid, "io"));
+        assert!(!bound_to_v1(
+            "41 31 0:38 / /x rw - cgroup2 cgroup2 rw,memory\n",
+            "memory"
+        ));
+    }
+
+    #[test]
+    fn listed_matches_whole_names() {
+        assert!(listed("cpuset cpu io memory pids", "cpu"));
+        assert!(!listed("cpuset io", "cpu"));
+    }
+}

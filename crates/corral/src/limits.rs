@@ -1,0 +1,344 @@
+//! Resource limits on a whole tree, as plain data: what the caller asks for
+//! ([`Limits`]), which limit ended a tree ([`Limit`]), and what the kernel
+//! counted ([`LimitsReport`]).
+//!
+//! The kernel enforces them on the tree's leaf cgroup (cgroup v2 controllers
+//! `pids`, `memory`, `cpu`), so they hold for every process of the tree at
+//! once, not per process; the CPU-time budget is read from the leaf's
+//! `cpu.stat` and spent budget ends the tree with its termination policy.
+//! Only the cgroup backend can apply them: see `docs/limits.md`.
+
+use std::{fmt, time::Duration};
+
+use serde::Serialize;
+
+/// Limits on the whole tree. Empty by default (no limit).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
+pub struct Limits {
+    /// At most this many processes (and threads) at once: `pids.max`. A
+    /// `fork` beyond it fails with `EAGAIN`; the tree is not ended for it.
+    pub max_processes: Option<u64>,
+    /// At most this many bytes of memory: `memory.max`, with
+    /// `memory.oom.group` set so that an out-of-memory kill takes the whole
+    /// tree at once.
+    pub max_memory: Option<u64>,
+    /// Swap the tree may use beyond `max_memory`: `memory.swap.max` (zero
+    /// unless set; only with `max_memory`).
+    pub max_swap: Option<u64>,
+    /// CPU bandwidth as a number of CPUs (`0.5` is half of one CPU):
+    /// `cpu.max`. Throttling is reported, never fatal.
+    pub cpus: Option<f64>,
+    /// CPU time the whole tree may use (user and system, all CPUs summed);
+    /// when spent, the tree is ended with the termination policy.
+    pub cpu_time: Option<Duration>,
+    /// Whether a limit this host cannot enforce is skipped and reported
+    /// ([`LimitsReport::not_applied`]) instead of refusing to spawn.
+    pub best_effort: bool,
+}
+
+impl Limits {
+    /// No limits.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets [`Limits::max_processes`].
+    pub fn max_processes(mut self, n: u64) -> Self {
+        self.max_processes = Some(n);
+        self
+    }
+
+    /// Sets [`Limits::max_memory`], in bytes.
+    pub fn max_memory(mut self, bytes: u64) -> Self {
+        self.max_memory = Some(bytes);
+        self
+    }
+
+    /// Sets [`Limits::max_swap`], in bytes.
+    pub fn max_swap(mut self, bytes: u64) -> Self {
+        self.max_swap = Some(bytes);
+        self
+    }
+
+    /// Sets [`Limits::cpus`].
+    pub fn cpus(mut self, cpus: f64) -> Self {
+        self.cpus = Some(cpus);
+        self
+    }
+
+    /// Sets [`Limits::cpu_time`].
+    pub fn cpu_time(mut self, budget: Duration) -> Self {
+        self.cpu_time = Some(budget);
+        self
+    }
+
+    /// Sets [`Limits::best_effort`].
+    pub fn best_effort(mut self, on: bool) -> Self {
+        self.best_effort = on;
+        self
+    }
+
+    /// Whether any limit is asked for.
+    pub fn is_empty(&self) -> bool {
+        self.max_processes.is_none()
+            && self.max_memory.is_none()
+            && self.max_swap.is_none()
+            && self.cpus.is_none()
+            && self.cpu_time.is_none()
+    }
+
+    /// Checks the values themselves (not whether this host can enforce them).
+    ///
+    /// # Errors
+    /// What is wrong, naming the limit.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_processes == Some(0) {
+            return Err("max_processes must be at least 1".to_owned());
+        }
+        if self.max_memory == Some(0) {
+            return Err("max_memory must be more than 0 bytes".to_owned());
+        }
+        if self.max_swap.is_some() && self.max_memory.is_none() {
+            return Err("max_swap needs max_memory".to_owned());
+        }
+        if let Some(cpus) = self.cpus
+            && !(cpus.is_finite() && (MIN_CPUS..=MAX_CPUS).contains(&cpus))
+        {
+            return Err(format!(
+                "cpus must be a number of CPUs from {MIN_CPUS} to {MAX_CPUS}, not {cpus}"
+            ));
+        }
+        if self.cpu_time == Some(Duration::ZERO) {
+            return Err("cpu_time must be more than 0".to_owned());
+        }
+        Ok(())
+    }
+
+    /// The kinds of limit asked for.
+    pub fn wanted(&self) -> Vec<LimitKind> {
+        let asked = [
+            self.max_processes.is_some(),
+            self.max_memory.is_some(),
+            self.cpus.is_some(),
+            self.cpu_time.is_some(),
+        ];
+        LimitKind::ALL
+            .into_iter()
+            .zip(asked)
+            .filter_map(|(kind, on)| on.then_some(kind))
+            .collect()
+    }
+}
+
+/// The smallest CPU bandwidth `cpu.max` takes with its default period
+/// (1 ms of each 100 ms).
+pub const MIN_CPUS: f64 = 0.01;
+/// The largest CPU bandwidth accepted (a sanity bound, not the machine's).
+pub const MAX_CPUS: f64 = 4096.0;
+
+/// Which limit ended a tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Limit {
+    /// The tree ran out of memory and the kernel killed it (`memory.max`).
+    Memory,
+    /// The tree reached its process limit and its leader then failed
+    /// (`pids.max`; refused forks are counted in
+    /// [`LimitsReport::fork_refusals`]).
+    Processes,
+    /// The tree used its CPU-time budget and corral ended it.
+    CpuTime,
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Memory => "memory",
+            Self::Processes => "processes",
+            Self::CpuTime => "cpu time",
+        })
+    }
+}
+
+/// One kind of limit, for reports and errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum LimitKind {
+    /// [`Limits::max_processes`].
+    Processes,
+    /// [`Limits::max_memory`] (and [`Limits::max_swap`]).
+    Memory,
+    /// [`Limits::cpus`].
+    Cpus,
+    /// [`Limits::cpu_time`].
+    CpuTime,
+}
+
+impl LimitKind {
+    /// Every kind.
+    pub const ALL: [Self; 4] = [Self::Processes, Self::Memory, Self::Cpus, Self::CpuTime];
+
+    /// The cgroup v2 controller it needs, if any.
+    pub fn controller(self) -> Option<&'static str> {
+        match self {
+            Self::Processes => Some("pids"),
+            Self::Memory => Some("memory"),
+            Self::Cpus => Some("cpu"),
+            Self::CpuTime => None,
+        }
+    }
+}
+
+impl fmt::Display for LimitKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Processes => "max processes",
+            Self::Memory => "max memory",
+            Self::Cpus => "cpus",
+            Self::CpuTime => "cpu time",
+        })
+    }
+}
+
+/// A limit that was asked for but not applied ([`Limits::best_effort`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotApplied {
+    /// The limit.
+    pub limit: LimitKind,
+    /// Why, and what would make this host enforce it.
+    pub reason: String,
+}
+
+/// What the limits did: which applied, and what the kernel counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct LimitsReport {
+    /// The limits in force on the tree, as written to its leaf (e.g.
+    /// `pids.max=64`, `memory.max=67108864`, `cpu.max=20000 100000`,
+    /// `cpu_time=1s`).
+    pub applied: Vec<String>,
+    /// Limits asked for that this host could not enforce (best effort only).
+    pub not_applied: Vec<NotApplied>,
+    /// `fork`/`clone` calls the process limit refused (`pids.events` `max`).
+    pub fork_refusals: u64,
+    /// Out-of-memory kills in the tree (`memory.events` `oom_kill`).
+    pub oom_kills: u64,
+    /// The most memory the tree used at once, in bytes (`memory.peak`), when
+    /// the memory controller was on.
+    pub memory_peak: Option<u64>,
+    /// CPU time the tree used (`cpu.stat` `usage_usec`).
+    #[serde(serialize_with = "crate::duration::secs")]
+    pub cpu_used: Duration,
+    /// How many periods the CPU bandwidth limit throttled the tree, and for
+    /// how long in total (`cpu.stat` `nr_throttled`, `throttled_usec`).
+    pub throttled_periods: u64,
+    /// See [`LimitsReport::throttled_periods`].
+    #[serde(serialize_with = "crate::duration::secs")]
+    pub throttled_time: Duration,
+}
+
+/// The number in a size such as `512M`, `2G`, `64k` or `1048576`: binary
+/// units (`K` = 1024), an optional `B`/`iB`, case-insensitive.
+///
+/// # Errors
+/// What is wrong with it, with the accepted forms.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let bad = || {
+        format!(
+            "invalid size {text:?}: use a whole number of bytes with an optional unit K, M, G \
+             or T (binary: 1K = 1024), e.g. 512M or 2G"
+        )
+    };
+    let trimmed = text.trim();
+    let lower = trimmed.to_ascii_lowercase();
+    let unitless = lower
+        .strip_suffix("ib")
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower);
+    let (digits, shift) = match unitless.char_indices().last() {
+        Some((i, 'k')) => (&unitless[..i], 10),
+        Some((i, 'm')) => (&unitless[..i], 20),
+        Some((i, 'g')) => (&unitless[..i], 30),
+        Some((i, 't')) => (&unitless[..i], 40),
+        _ if lower.ends_with("ib") => return Err(bad()),
+        _ => (unitless, 0),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("size {text:?} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_binary_units() {
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("64k"), Ok(64 << 10));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_size("1mb"), Ok(1 << 20));
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert_eq!(parse_size("100B"), Ok(100));
+        assert_eq!(parse_size("1T"), Ok(1 << 40));
+    }
+
+    #[test]
+    fn bad_sizes_are_refused_with_the_forms() {
+        for bad in [
+            "", "M", "-1M", "1.5G", "12X", "0x10", "1 G", "iB", "1Gi", "G1",
+        ] {
+            let error = parse_size(bad).expect_err(bad);
+            assert!(error.contains("512M or 2G"), "{bad:?}: {error}");
+        }
+        assert!(
+            parse_size("99999999999999T")
+                .expect_err("too large")
+                .contains("too large")
+        );
+    }
+
+    #[test]
+    fn validation_names_the_limit() {
+        assert!(Limits::new().validate().is_ok());
+        assert!(Limits::new().is_empty());
+        let error = |l: Limits| l.validate().expect_err("invalid");
+        assert!(error(Limits::new().max_processes(0)).contains("max_processes"));
+        assert!(error(Limits::new().max_memory(0)).contains("max_memory"));
+        assert!(error(Limits::new().max_swap(1)).contains("needs max_memory"));
+        assert!(error(Limits::new().cpus(0.0)).contains("cpus"));
+        assert!(error(Limits::new().cpus(f64::NAN)).contains("cpus"));
+        assert!(error(Limits::new().cpus(1e9)).contains("cpus"));
+        assert!(error(Limits::new().cpu_time(Duration::ZERO)).contains("cpu_time"));
+        assert!(
+            Limits::new()
+                .max_processes(64)
+                .max_memory(1 << 26)
+                .max_swap(0)
+                .cpus(0.2)
+                .cpu_time(Duration::from_secs(1))
+                .validate()
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn wanted_lists_the_kinds_asked_for() {
+        let all = Limits::new()
+            .max_processes(1)
+            .max_memory(1)
+            .cpus(1.0)
+            .cpu_time(Duration::from_secs(1));
+        assert_eq!(all.wanted(), LimitKind::ALL.to_vec());
+        assert_eq!(Limits::new().cpus(1.0).wanted(), vec![LimitKind::Cpus]);
+        assert_eq!(LimitKind::Memory.controller(), Some("memory"));
+        assert_eq!(LimitKind::CpuTime.controller(), None);
+    }
+}
