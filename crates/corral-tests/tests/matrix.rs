@@ -478,10 +478,15 @@ async fn spawn_errors(backend: Backend) {
     }
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(leaves(&parent), 0, "a cgroup leaf outlived a failed spawn");
-    assert_eq!(
-        open_fd_count(),
+    // As in `exercise`: a descriptor may close shortly after the call returned
+    // (seen in the pure v2 guest under load: the crash ledger's directory,
+    // /run/corral, open for a moment after a failed spawn).
+    let fds_back = wait_until_async(Duration::from_secs(2), || open_fd_count() <= fds_before).await;
+    assert!(
+        fds_back,
+        "descriptors leaked by failed spawns: {} before, {} after",
         fds_before,
-        "descriptors leaked by failed spawns"
+        open_fd_count()
     );
 }
 
