@@ -299,3 +299,104 @@ fn a_cgroup_parent_root_did_not_make_is_refused_by_root() {
         "corral made a leaf in the hostile cgroup: {left:?}"
     );
 }
+
+/// Review 14: the trust check looks at the chosen cgroup only, not at its
+/// ancestors. A root-owned cgroup below one another user owns (a delegated
+/// subtree: directory and `cgroup.procs` chowned) is accepted, yet that user
+/// may write the common ancestor's `cgroup.procs`, so it can move root's tree
+/// out of its leaf (and its limits), set the ancestor's limits, or remove and
+/// re-create the chosen cgroup between runs. Root must refuse it as it
+/// refuses the hostile cgroup itself.
+#[test]
+fn a_cgroup_parent_below_one_another_user_owns_is_refused_by_root() {
+    if !skip::is_root() {
+        skip::skipped("needs root to give a cgroup to another user");
+        return;
+    }
+    let Some(hostile) = TestCgroup::new("hostile-ancestor") else {
+        return;
+    };
+    for file in [
+        "",
+        "cgroup.procs",
+        "cgroup.subtree_control",
+        "cgroup.threads",
+    ] {
+        std::os::unix::fs::chown(hostile.0.join(file), Some(65534), Some(65534)).expect("chown");
+    }
+    // Root-owned, so the check passes; its parent is the other user's.
+    let inner = hostile.0.join("inner");
+    std::fs::create_dir(&inner).expect("a root-owned cgroup below");
+    let scratch = Scratch::new("cli-hostile-ancestor");
+    let marker = scratch.path("ran");
+    let output = corral()
+        .env("CORRAL_CGROUP_PARENT", &inner)
+        .args(["run", "--cpu-time", "100", "--"])
+        .arg("touch")
+        .arg(&marker)
+        .output()
+        .expect("run corral");
+    let _ = std::fs::remove_dir(&inner);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !marker.exists(),
+        "root ran the tree below a cgroup user 65534 owns (status {}): {stderr}",
+        shell_status(output.status)
+    );
+    assert_eq!(shell_status(output.status), 125, "{stderr}");
+    assert!(stderr.contains("65534"), "{stderr}");
+}
+
+/// Review 14: the CPU-time budget is read when it "could be spent at the
+/// earliest", with every CPU busy, but the CPUs are counted from corral's
+/// own affinity (`available_parallelism`). A tree may widen its affinity to
+/// CPUs corral is not allowed to use, and then outruns the checks: on this
+/// 2-CPU host a 1 s budget ends after about 2 s (up to 1 s per CPU the tree
+/// gained), not within the documented ~10 ms per CPU.
+#[test]
+fn a_tree_that_widens_its_cpu_affinity_does_not_overrun_its_cpu_time_budget() {
+    if skip::cgroup_parent().is_none() {
+        return;
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    if cpus < 2 || !Path::new("/usr/bin/taskset").exists() {
+        skip::skipped("needs 2 CPUs and taskset");
+        return;
+    }
+    let scratch = Scratch::new("cli-cpu-affinity");
+    let report = scratch.path("report.json");
+    let all = format!("0-{}", cpus - 1);
+    let script = format!(
+        "taskset -p -c {all} $$ >/dev/null; for i in $(seq {cpus}); do \
+         (while :; do :; done) & done; wait"
+    );
+    let output = std::process::Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(common::corral_path())
+        .args([
+            "run",
+            "--backend",
+            "cgroup",
+            "-t",
+            "60",
+            "--cpu-time",
+            "1",
+            "--report",
+        ])
+        .arg(&report)
+        .args(["--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .output()
+        .expect("run corral");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(shell_status(output.status), 152, "{stderr}");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(&report).expect("report")).expect("JSON");
+    let used = report["limits"]["cpu_used"].as_f64().expect("cpu_used");
+    // 1 s, plus ~10 ms per CPU and the SIGTERM's moment: 1.5 s is generous.
+    assert!(
+        used < 1.5,
+        "a 1 s budget ended after {used} s of CPU: {report}"
+    );
+}
