@@ -400,3 +400,72 @@ fn a_tree_that_widens_its_cpu_affinity_does_not_overrun_its_cpu_time_budget() {
         "a 1 s budget ended after {used} s of CPU: {report}"
     );
 }
+
+#[test]
+fn mcp_serve_refuses_to_start_with_limits_its_runs_cannot_have() {
+    let output = corral()
+        .args(["mcp", "serve", "--backend", "group", "--cpu-time", "5"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run corral");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(shell_status(output.status), 125, "{stderr}");
+    assert!(stderr.contains("need the cgroup backend"), "{stderr}");
+    assert!(stderr.contains("--limits-best-effort"), "{stderr}");
+    // Where a controller is missing, the same refusal names it.
+    let missing = corral::capabilities()
+        .limits
+        .into_iter()
+        .find(|s| !s.available && s.limit == LimitKind::Memory);
+    if let Some(missing) = missing {
+        let output = corral()
+            .args(["mcp", "serve", "--max-memory", "1G"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run corral");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(shell_status(output.status), 125, "{stderr}");
+        assert!(stderr.contains(&missing.detail), "{stderr}");
+    }
+}
+
+#[test]
+fn an_out_of_memory_kill_from_a_parents_limit_is_not_the_trees_limit() {
+    if skip::cgroup_parent().is_none() || !skip::limit_available(LimitKind::Memory) {
+        return;
+    }
+    // A parent of our own with 48 MiB for everything below it; the tree's own
+    // limit (256 MiB) is never reached: the kill is the parent's.
+    let Some(parent) = TestCgroup::new("tight-parent") else {
+        return;
+    };
+    let above = parent.0.parent().expect("a parent");
+    std::fs::write(above.join("cgroup.subtree_control"), "+memory").expect("+memory above");
+    std::fs::write(parent.0.join("memory.max"), (48u64 << 20).to_string()).expect("memory.max");
+    std::fs::write(parent.0.join("memory.swap.max"), "0").expect("memory.swap.max");
+    let scratch = Scratch::new("cli-parent-oom");
+    let report = scratch.path("report.json");
+    let output = corral()
+        .env("CORRAL_CGROUP_PARENT", &parent.0)
+        .args(["run", "--backend", "cgroup", "-t", "60", "--max-memory", "256M", "--report"])
+        .arg(&report)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "a=$(head -c 200000000 /dev/zero | tr '\\000' x); echo done",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .output()
+        .expect("run corral");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(&report).expect("report")).expect("JSON");
+    assert!(report["limits"]["oom_kills"].as_u64().unwrap_or_default() >= 1, "{report}");
+    assert_ne!(
+        report["outcome"]["kind"], "limit_exceeded",
+        "the parent's limit was reported as the tree's: {report} {stderr}"
+    );
+    assert_eq!(report["outcome"]["kind"], "signaled", "{report}");
+}

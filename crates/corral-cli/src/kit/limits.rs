@@ -51,10 +51,14 @@ impl LimitArgs {
         limits.max_memory = self.max_memory;
         limits.max_swap = self.max_swap;
         limits.cpus = self.cpus;
-        limits.cpu_time = self.cpu_time;
+        // An unbounded budget (`inf`, as GNU durations allow) is none.
+        limits.cpu_time = self.cpu_time.filter(|budget| *budget < NO_BUDGET);
         limits
     }
 }
+
+/// A CPU-time budget this large (over a century of CPU) is no budget.
+const NO_BUDGET: Duration = Duration::from_secs(1 << 32);
 
 fn parse_cpus(text: &str) -> Result<f64, String> {
     let (min, max) = (corral::limits::MIN_CPUS, corral::limits::MAX_CPUS);
@@ -120,5 +124,10 @@ mod tests {
         assert_eq!(limits.cpu_time, Some(Duration::from_secs(2)));
         assert!(limits.best_effort);
         assert!(LimitArgs::default().limits().is_empty());
+        let unbounded = LimitArgs {
+            cpu_time: parse_cpu_time("inf").ok(),
+            ..LimitArgs::default()
+        };
+        assert!(unbounded.limits().is_empty(), "--cpu-time inf is no budget");
     }
 }

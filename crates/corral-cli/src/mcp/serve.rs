@@ -60,16 +60,24 @@ enum Transport {
 pub fn serve(args: ServeArgs, parent: i32) -> anyhow::Result<Status> {
     let transport = transport_of(&args)?;
     let options = options_of(&args);
-    check_limits(&options.tree_limits)?;
+    check_limits(&options.tree_limits, options.backend)?;
     startup::supervisor(&ReportArgs::default(), args.verbose)?;
     startup::supervise(serve_until_stopped(transport, options, parent))
 }
 
 /// Refuses to serve with run limits this host cannot enforce (unless best
 /// effort): every run would fail otherwise.
-fn check_limits(limits: &corral::Limits) -> anyhow::Result<()> {
+fn check_limits(limits: &corral::Limits, backend: corral::BackendChoice) -> anyhow::Result<()> {
     if limits.is_empty() || limits.best_effort {
         return Ok(());
+    }
+    if let corral::BackendChoice::Only(other) = backend
+        && other != corral::Backend::Cgroup
+    {
+        anyhow::bail!(
+            "limits on runs need the cgroup backend, and --backend {other} was chosen; \
+             choose --backend cgroup or auto (or add --limits-best-effort)"
+        );
     }
     let wanted = limits.wanted();
     for status in corral::capabilities().limits {

@@ -197,15 +197,23 @@ pub(crate) fn chosen_parent(
             mount.display()
         )));
     }
-    let owner = fs::metadata(&real)
-        .map_err(|e| bad(format!("{} ({e})", real.display())))?
-        .uid();
-    if owner != euid && owner != 0 {
-        return Err(bad(format!(
-            "{} belongs to user {owner}; corral makes leaves only in a cgroup that root or \
-             this user ({euid}) owns",
-            real.display()
-        )));
+    // It and every cgroup above it: the owner of an ancestor may write the
+    // common ancestor's `cgroup.procs`, and so move the tree out of its leaf
+    // (and its limits), set limits above it, or replace the chosen cgroup.
+    for dir in real.ancestors().take_while(|d| d.starts_with(mount)) {
+        for file in [dir.to_owned(), dir.join("cgroup.procs")] {
+            let owner = fs::metadata(&file)
+                .map_err(|e| bad(format!("{} ({e})", file.display())))?
+                .uid();
+            if owner != euid && owner != 0 {
+                return Err(bad(format!(
+                    "{} belongs to user {owner}, who could move the tree out of its leaf; \
+                     corral makes leaves only in a cgroup that, with every cgroup above it, \
+                     only root or this user ({euid}) owns",
+                    file.display()
+                )));
+            }
+        }
     }
     Ok(real)
 }

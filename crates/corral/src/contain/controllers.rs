@@ -182,6 +182,8 @@ pub(crate) fn cpu_max(cpus: f64) -> String {
 pub(crate) struct Applied {
     leaf: Option<PathBuf>,
     kinds: Vec<LimitKind>,
+    /// The process limit, to tell this tree's own limit from an ancestor's.
+    max_processes: Option<u64>,
     report: LimitsReport,
     /// The CPU-time budget and the meter that spends it.
     budget: Option<(CpuMeter, Duration)>,
@@ -200,6 +202,7 @@ pub(crate) fn apply(
     let mut applied = Applied {
         leaf: leaf.map(Path::to_owned),
         kinds: Vec::new(),
+        max_processes: limits.max_processes,
         report: LimitsReport::default(),
         budget: None,
     };
@@ -254,8 +257,9 @@ impl Applied {
             Ok(used) if used >= *budget => Ok(None),
             Ok(used) => Ok(Some((*budget - used) / cpus.max(1))),
             Err(error) => {
-                self.budget = None;
-                Err(format!("the CPU-time budget stopped counting: {error}"))
+                let reason = format!("the CPU-time budget stopped counting: {error}");
+                self.budget_lost(reason.clone());
+                Err(reason)
             }
         }
     }
@@ -274,22 +278,64 @@ impl Applied {
         budget_spent: bool,
         leader: Option<Exit>,
     ) -> (LimitsReport, Option<Limit>) {
+        let own = self.leaf.as_deref().map(OwnLimitHit::read).unwrap_or_default();
         if let Some(leaf) = &self.leaf {
             count(leaf, &mut self.report);
         }
         let report = std::mem::take(&mut self.report);
         let has = |kind| self.kinds.contains(&kind);
         let failed = !matches!(leader, Some(Exit::Code(0)));
+        // Only the tree's own limits: an out-of-memory kill of the whole host
+        // or a parent's process limit is not this tree's limit exceeded.
+        let reached_max_processes = match (own.pids_peak, self.max_processes) {
+            (Some(peak), Some(max)) => peak >= max,
+            _ => true,
+        };
         let limit = if budget_spent {
             Some(Limit::CpuTime)
-        } else if has(LimitKind::Memory) && report.oom_kills > 0 && failed {
+        } else if has(LimitKind::Memory) && report.oom_kills > 0 && own.memory_oom && failed {
             Some(Limit::Memory)
-        } else if has(LimitKind::Processes) && report.fork_refusals > 0 && failed {
+        } else if has(LimitKind::Processes)
+            && report.fork_refusals > 0
+            && reached_max_processes
+            && failed
+        {
             Some(Limit::Processes)
         } else {
             None
         };
         (report, limit)
+    }
+
+    /// The CPU-time budget could not be read any more: it is no longer
+    /// applied (said in the report), and `reason` says why.
+    pub(crate) fn budget_lost(&mut self, reason: String) {
+        self.budget = None;
+        self.kinds.retain(|&k| k != LimitKind::CpuTime);
+        self.report.applied.retain(|a| !a.starts_with("cpu_time="));
+        self.report.not_applied.push(NotApplied {
+            limit: LimitKind::CpuTime,
+            reason,
+        });
+    }
+}
+
+/// Whether the tree reached its own limits (not an ancestor's, not the
+/// host's): the leaf's `memory.events` `oom` (its own `memory.max` made an
+/// allocation fail), and its `pids.peak` (to compare with its `pids.max`).
+#[derive(Debug, Default)]
+struct OwnLimitHit {
+    memory_oom: bool,
+    pids_peak: Option<u64>,
+}
+
+impl OwnLimitHit {
+    fn read(leaf: &Path) -> Self {
+        let read = |name: &str| fs::read_to_string(leaf.join(name)).unwrap_or_default();
+        Self {
+            memory_oom: field(&read("memory.events"), "oom").is_some_and(|n| n > 0),
+            pids_peak: read("pids.peak").trim().parse().ok(),
+        }
     }
 }
 
