@@ -447,7 +447,16 @@ fn an_out_of_memory_kill_from_a_parents_limit_is_not_the_trees_limit() {
     let report = scratch.path("report.json");
     let output = corral()
         .env("CORRAL_CGROUP_PARENT", &parent.0)
-        .args(["run", "--backend", "cgroup", "-t", "60", "--max-memory", "256M", "--report"])
+        .args([
+            "run",
+            "--backend",
+            "cgroup",
+            "-t",
+            "60",
+            "--max-memory",
+            "256M",
+            "--report",
+        ])
         .arg(&report)
         .args([
             "--",
@@ -462,10 +471,47 @@ fn an_out_of_memory_kill_from_a_parents_limit_is_not_the_trees_limit() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     let report: Value =
         serde_json::from_slice(&std::fs::read(&report).expect("report")).expect("JSON");
-    assert!(report["limits"]["oom_kills"].as_u64().unwrap_or_default() >= 1, "{report}");
+    assert!(
+        report["limits"]["oom_kills"].as_u64().unwrap_or_default() >= 1,
+        "{report}"
+    );
     assert_ne!(
         report["outcome"]["kind"], "limit_exceeded",
         "the parent's limit was reported as the tree's: {report} {stderr}"
     );
     assert_eq!(report["outcome"]["kind"], "signaled", "{report}");
+}
+
+#[test]
+fn root_in_a_cgroup_another_user_owns_is_told_its_limits_can_be_lifted() {
+    if !skip::is_root() {
+        skip::skipped("needs root to give a cgroup to another user");
+        return;
+    }
+    let Some(theirs) = TestCgroup::new("their-session") else {
+        return;
+    };
+    // As a user's own delegated session cgroup would be, with root (sudo)
+    // running corral inside it.
+    for file in ["", "cgroup.procs"] {
+        std::os::unix::fs::chown(theirs.0.join(file), Some(65534), Some(65534)).expect("chown");
+    }
+    let scratch = Scratch::new("cli-their-session");
+    let report = scratch.path("report.json");
+    let script = format!(
+        "echo $$ > {}/cgroup.procs && exec \"$0\" run --backend cgroup --cpu-time 10 --report {} -- true",
+        theirs.0.display(),
+        report.display()
+    );
+    let status = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .arg(common::corral_path())
+        .status()
+        .expect("run corral in their cgroup");
+    assert!(status.success());
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(&report).expect("report")).expect("JSON");
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("belongs to user 65534"), "{report}");
+    assert!(notes.contains("out of its limits"), "{report}");
 }

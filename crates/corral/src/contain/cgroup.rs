@@ -153,6 +153,27 @@ pub(crate) fn parent_dir() -> Result<PathBuf, String> {
         .clone()
 }
 
+/// The first of `cgroup` and the cgroups above it (up to `mount`), or their
+/// `cgroup.procs`, that belongs to neither root nor `euid`, with its owner:
+/// that user could move a process of the tree out of its leaf.
+pub(crate) fn foreign_owner(
+    cgroup: &Path,
+    mount: &Path,
+    euid: u32,
+) -> Result<Option<(PathBuf, u32)>, String> {
+    for dir in cgroup.ancestors().take_while(|d| d.starts_with(mount)) {
+        for file in [dir.to_owned(), dir.join("cgroup.procs")] {
+            let owner = fs::metadata(&file)
+                .map_err(|e| format!("{} ({e})", file.display()))?
+                .uid();
+            if owner != euid && owner != 0 {
+                return Ok(Some((file, owner)));
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// This process's own cgroup directory, or why there is none (read once).
 fn own_dir() -> Result<PathBuf, String> {
     static OWN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
@@ -200,20 +221,13 @@ pub(crate) fn chosen_parent(
     // It and every cgroup above it: the owner of an ancestor may write the
     // common ancestor's `cgroup.procs`, and so move the tree out of its leaf
     // (and its limits), set limits above it, or replace the chosen cgroup.
-    for dir in real.ancestors().take_while(|d| d.starts_with(mount)) {
-        for file in [dir.to_owned(), dir.join("cgroup.procs")] {
-            let owner = fs::metadata(&file)
-                .map_err(|e| bad(format!("{} ({e})", file.display())))?
-                .uid();
-            if owner != euid && owner != 0 {
-                return Err(bad(format!(
-                    "{} belongs to user {owner}, who could move the tree out of its leaf; \
-                     corral makes leaves only in a cgroup that, with every cgroup above it, \
-                     only root or this user ({euid}) owns",
-                    file.display()
-                )));
-            }
-        }
+    if let Some((file, owner)) = foreign_owner(&real, mount, euid).map_err(bad)? {
+        return Err(bad(format!(
+            "{} belongs to user {owner}, who could move the tree out of its leaf; corral \
+             makes leaves only in a cgroup that, with every cgroup above it, only root or \
+             this user ({euid}) owns",
+            file.display()
+        )));
     }
     Ok(real)
 }

@@ -278,7 +278,11 @@ impl Applied {
         budget_spent: bool,
         leader: Option<Exit>,
     ) -> (LimitsReport, Option<Limit>) {
-        let own = self.leaf.as_deref().map(OwnLimitHit::read).unwrap_or_default();
+        let own = self
+            .leaf
+            .as_deref()
+            .map(OwnLimitHit::read)
+            .unwrap_or_default();
         if let Some(leaf) = &self.leaf {
             count(leaf, &mut self.report);
         }

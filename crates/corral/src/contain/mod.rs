@@ -185,15 +185,31 @@ pub(crate) fn prepare(
 }
 
 /// Applies `limits` to a prepared tree, before its leader starts (see
-/// `controllers.rs`).
+/// `controllers.rs`). Also returns what the caller should know: a leaf
+/// below a cgroup another user owns, whose owner could move the tree out of
+/// it and its limits (possible only in this process's own cgroup: a
+/// `CORRAL_CGROUP_PARENT` like that is refused).
 pub(crate) fn apply_limits(
     prepared: &Prepared,
     limits: &Limits,
-) -> Result<controllers::Applied, Error> {
+) -> Result<(controllers::Applied, Option<String>), Error> {
     let leaf = prepared.cgroup().map(|(path, _)| path);
     let mountinfo = cgroup::mountinfo().unwrap_or_default();
-    controllers::apply(leaf.as_deref(), prepared.backend(), limits, mountinfo)
-        .map_err(|(limit, reason)| Error::LimitUnavailable { limit, reason })
+    let applied = controllers::apply(leaf.as_deref(), prepared.backend(), limits, mountinfo)
+        .map_err(|(limit, reason)| Error::LimitUnavailable { limit, reason })?;
+    let note = leaf
+        .as_deref()
+        .zip(cgroup::mount())
+        .and_then(|(leaf, mount)| cgroup::foreign_owner(leaf, mount, sys::geteuid()).ok()?)
+        .map(|(file, owner)| {
+            format!(
+                "{} belongs to user {owner}, who could move the tree out of its leaf cgroup \
+                 and so out of its limits; set CORRAL_CGROUP_PARENT to a cgroup only root or \
+                 this user owns",
+                file.display()
+            )
+        });
+    Ok((applied, note))
 }
 
 /// Whether this host can enforce each kind of limit on the trees of this

@@ -104,9 +104,13 @@ fn spawn_tree(command: Command) -> Result<Child, Error> {
         &mut |path| registration.cgroup_reserved(path),
     )?;
     let backend = prepared.backend();
-    let limits = (!command.limits.is_empty())
-        .then(|| contain::apply_limits(&prepared, &command.limits))
-        .transpose()?;
+    let limits = if command.limits.is_empty() {
+        None
+    } else {
+        let (applied, note) = contain::apply_limits(&prepared, &command.limits)?;
+        registration.notes.extend(note);
+        Some(applied)
+    };
     registration.prepared(backend, prepared.cgroup());
     if let Some(uid) = command.uid
         && let Some(procs) = prepared.leaf_writable_by(uid, command.gid)
