@@ -13,6 +13,30 @@ use std::{fmt, time::Duration};
 use serde::Serialize;
 
 /// Limits on the whole tree. Empty by default (no limit).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), corral::Error> {
+/// use std::time::Duration;
+/// use corral::{Command, Limit, Limits, Outcome};
+/// let finished = Command::new("make")
+///     .arg("-j8")
+///     .timeout(Duration::from_secs(600))
+///     .limits(
+///         Limits::new()
+///             .max_processes(256)
+///             .max_memory(2 << 30)
+///             .cpus(1.5)
+///             .cpu_time(Duration::from_secs(1200)),
+///     )
+///     .run()
+///     .await?;
+/// if let Outcome::LimitExceeded { limit: Limit::Memory } = finished.outcome {
+///     eprintln!("make ran out of memory; the whole tree is gone");
+/// }
+/// let counted = finished.report.limits.expect("a tree with limits reports them");
+/// eprintln!("{} forks refused, {:?} of CPU", counted.fork_refusals, counted.cpu_used);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 #[non_exhaustive]
 pub struct Limits {
