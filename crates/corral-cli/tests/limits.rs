@@ -503,7 +503,10 @@ fn root_in_a_cgroup_another_user_owns_is_told_its_limits_can_be_lifted() {
         theirs.0.display(),
         report.display()
     );
+    // Leaves in corral's own cgroup (theirs), not in a parent named for the
+    // whole test run.
     let status = std::process::Command::new("sh")
+        .env_remove("CORRAL_CGROUP_PARENT")
         .args(["-c", &script])
         .arg(common::corral_path())
         .status()
