@@ -518,3 +518,98 @@ fn root_in_a_cgroup_another_user_owns_is_told_its_limits_can_be_lifted() {
     assert!(notes.contains("belongs to user 65534"), "{report}");
     assert!(notes.contains("out of its limits"), "{report}");
 }
+
+#[test]
+fn per_process_limits_reach_the_whole_tree_on_every_backend() {
+    common::for_backends(&["cgroup", "subreaper", "group"], |backend| {
+        let scratch = Scratch::new("cli-rlimits");
+        let report = scratch.path("report.json");
+        // A grandchild reads its own limits: inherited down the tree.
+        let output = corral()
+            .arg("run")
+            .args(common::backend_args(backend))
+            .args([
+                "--max-open-files",
+                "64",
+                "--max-core-size",
+                "0",
+                "--max-address-space",
+                "1G",
+                "--report",
+            ])
+            .arg(&report)
+            .args(["--", "sh", "-c", "sh -c 'cat /proc/self/limits'"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run corral");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{backend}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let row = |name: &str| {
+            stdout
+                .lines()
+                .find(|l| l.starts_with(name))
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+                .unwrap_or_else(|| panic!("{backend}: no {name} in {stdout}"))
+        };
+        assert!(
+            row("Max open files").contains("64 64 files"),
+            "{backend}: {stdout}"
+        );
+        assert!(
+            row("Max core file size").contains("0 0 bytes"),
+            "{backend}: {stdout}"
+        );
+        assert!(
+            row("Max address space").contains("1073741824 1073741824 bytes"),
+            "{backend}: {stdout}"
+        );
+        let report: Value =
+            serde_json::from_slice(&std::fs::read(&report).expect("report")).expect("JSON");
+        assert_eq!(
+            report["limits"]["applied"],
+            serde_json::json!(["RLIMIT_NOFILE=64", "RLIMIT_CORE=0", "RLIMIT_AS=1073741824"]),
+            "{backend}"
+        );
+    });
+}
+
+#[test]
+fn a_per_process_limit_above_the_hard_limit_is_refused_without_root() {
+    let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+    let Some(hard) = hard else {
+        println!("not applicable: no hard limit on open files here");
+        return;
+    };
+    let above = (hard + 1).to_string();
+    let mut command = if skip::is_root() {
+        // As nobody, through util-linux's setpriv (busybox's cannot).
+        let setpriv = Path::new("/usr/bin/setpriv");
+        if !setpriv.exists() || setpriv.read_link().is_ok() {
+            println!("not applicable: root may raise any limit, and no setpriv to drop it");
+            return;
+        }
+        let mut command = std::process::Command::new(setpriv);
+        command
+            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .arg(common::corral_path());
+        command
+    } else {
+        corral()
+    };
+    let output = command
+        .args(["run", "--max-open-files", &above, "--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run corral");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(shell_status(output.status), 125, "{stderr}");
+    assert!(stderr.contains("RLIMIT_NOFILE"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("hard limit of {hard}")),
+        "{stderr}"
+    );
+}

@@ -80,6 +80,40 @@ pub(crate) fn check_credentials(command: &Command) -> Result<(), Error> {
     })
 }
 
+/// The per-process limits of `command` ([`Limits::open_files`] ...), as the
+/// child sets them, in a fixed order.
+///
+/// [`Limits::open_files`]: crate::limits::Limits::open_files
+pub(crate) fn process_limits(command: &Command) -> [(sys::ProcessLimit, Option<u64>); 3] {
+    let limits = &command.limits;
+    [
+        (sys::ProcessLimit::OpenFiles, limits.open_files),
+        (sys::ProcessLimit::CoreSize, limits.core_size),
+        (sys::ProcessLimit::AddressSpace, limits.address_space),
+    ]
+}
+
+/// Refuses up front a per-process limit above this process's hard limit
+/// where only root could raise it (the child's `prlimit` would fail with a
+/// bare "operation not permitted").
+pub(crate) fn check_process_limits(command: &Command) -> Result<(), Error> {
+    if sys::geteuid() == 0 {
+        return Ok(());
+    }
+    for (limit, value) in process_limits(command) {
+        if let (Some(value), Some(hard)) = (value, limit.hard_limit())
+            && value > hard
+        {
+            return Err(Error::InvalidLimits(format!(
+                "{} of {value} is above this process's hard limit of {hard}, which only root \
+                 may raise; ask for at most {hard}",
+                limit.name()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// What the child changes about itself before `exec`.
 fn credentials(command: &Command, prepared: &Prepared) -> sys::Credentials {
     let changes_user = command.uid.is_some() || command.gid.is_some();
@@ -88,6 +122,8 @@ fn credentials(command: &Command, prepared: &Prepared) -> sys::Credentials {
         clear_groups: changes_user && sys::geteuid() == 0,
         gid: command.gid,
         uid: command.uid,
+        rlimits: process_limits(command)
+            .map(|(limit, value)| value.map(|value| (limit.resource(), value))),
     }
 }
 

@@ -56,6 +56,16 @@ pub struct Limits {
     /// CPU time the whole tree may use (user and system, all CPUs summed);
     /// when spent, the tree is ended with the termination policy.
     pub cpu_time: Option<Duration>,
+    /// At most this many open descriptors per process (`RLIMIT_NOFILE`, soft
+    /// and hard), set on the leader before `exec` and inherited by every
+    /// process it starts. Works on every backend.
+    pub open_files: Option<u64>,
+    /// The largest core dump per process, in bytes (`RLIMIT_CORE`; 0: none),
+    /// as [`Limits::open_files`].
+    pub core_size: Option<u64>,
+    /// The most virtual memory per process, in bytes (`RLIMIT_AS`), as
+    /// [`Limits::open_files`]. Per process, unlike [`Limits::max_memory`].
+    pub address_space: Option<u64>,
     /// Whether a limit this host cannot enforce is skipped and reported
     /// ([`LimitsReport::not_applied`]) instead of refusing to spawn.
     pub best_effort: bool,
@@ -97,6 +107,24 @@ impl Limits {
         self
     }
 
+    /// Sets [`Limits::open_files`].
+    pub fn open_files(mut self, n: u64) -> Self {
+        self.open_files = Some(n);
+        self
+    }
+
+    /// Sets [`Limits::core_size`], in bytes.
+    pub fn core_size(mut self, bytes: u64) -> Self {
+        self.core_size = Some(bytes);
+        self
+    }
+
+    /// Sets [`Limits::address_space`], in bytes.
+    pub fn address_space(mut self, bytes: u64) -> Self {
+        self.address_space = Some(bytes);
+        self
+    }
+
     /// Sets [`Limits::best_effort`].
     pub fn best_effort(mut self, on: bool) -> Self {
         self.best_effort = on;
@@ -110,6 +138,9 @@ impl Limits {
             && self.max_swap.is_none()
             && self.cpus.is_none()
             && self.cpu_time.is_none()
+            && self.open_files.is_none()
+            && self.core_size.is_none()
+            && self.address_space.is_none()
     }
 
     /// Checks the values themselves (not whether this host can enforce them).
@@ -136,10 +167,16 @@ impl Limits {
         if self.cpu_time == Some(Duration::ZERO) {
             return Err("cpu_time must be more than 0".to_owned());
         }
+        if self.open_files == Some(0) {
+            return Err(
+                "open_files must be at least 1 (a program needs its standard streams)".to_owned(),
+            );
+        }
         Ok(())
     }
 
-    /// The kinds of limit asked for.
+    /// The kinds of limit asked for that the tree's cgroup enforces (the
+    /// per-process limits are set on the leader and need none).
     pub fn wanted(&self) -> Vec<LimitKind> {
         let asked = [
             self.max_processes.is_some(),

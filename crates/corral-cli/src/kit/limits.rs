@@ -1,5 +1,6 @@
-//! `--max-procs`, `--max-memory`, `--max-swap`, `--cpus`, `--cpu-time` and
-//! `--limits-best-effort`: resource limits on the whole tree, the same for
+//! `--max-procs`, `--max-memory`, `--max-swap`, `--cpus`, `--cpu-time`, the
+//! per-process `--max-open-files`, `--max-core-size`, `--max-address-space`,
+//! and `--limits-best-effort`: resource limits on the whole tree, the same for
 //! every subcommand that runs one (see docs/limits.md).
 
 use std::time::Duration;
@@ -36,6 +37,21 @@ pub struct LimitArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_cpu_time)]
     pub cpu_time: Option<Duration>,
 
+    /// At most N open files per process (RLIMIT_NOFILE, soft and hard), set
+    /// on the command and inherited by everything it starts; any backend.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_open_files: Option<u64>,
+
+    /// The largest core dump per process (RLIMIT_CORE; 0: none), as
+    /// --max-open-files.
+    #[arg(long, value_name = "SIZE", value_parser = corral::limits::parse_size)]
+    pub max_core_size: Option<u64>,
+
+    /// The most virtual memory per process (RLIMIT_AS), as
+    /// --max-open-files; per process, unlike --max-memory.
+    #[arg(long, value_name = "SIZE", value_parser = corral::limits::parse_size)]
+    pub max_address_space: Option<u64>,
+
     /// Run even where a limit cannot be enforced (no cgroup, a controller
     /// missing): the report lists which limits applied and why not the
     /// others. Without it, such a limit is an error (125) and nothing runs.
@@ -53,6 +69,9 @@ impl LimitArgs {
         limits.cpus = self.cpus;
         // An unbounded budget (`inf`, as GNU durations allow) is none.
         limits.cpu_time = self.cpu_time.filter(|budget| *budget < NO_BUDGET);
+        limits.open_files = self.max_open_files;
+        limits.core_size = self.max_core_size;
+        limits.address_space = self.max_address_space;
         limits
     }
 }
@@ -115,6 +134,9 @@ mod tests {
             max_swap: None,
             cpus: Some(0.5),
             cpu_time: Some(Duration::from_secs(2)),
+            max_open_files: Some(64),
+            max_core_size: Some(0),
+            max_address_space: None,
             limits_best_effort: true,
         };
         let limits = args.limits();
@@ -123,6 +145,8 @@ mod tests {
         assert_eq!(limits.cpus, Some(0.5));
         assert_eq!(limits.cpu_time, Some(Duration::from_secs(2)));
         assert!(limits.best_effort);
+        assert_eq!(limits.open_files, Some(64));
+        assert_eq!(limits.core_size, Some(0));
         assert!(LimitArgs::default().limits().is_empty());
         let unbounded = LimitArgs {
             cpu_time: parse_cpu_time("inf").ok(),

@@ -264,6 +264,11 @@ impl Applied {
         }
     }
 
+    /// Adds a limit applied elsewhere (on the leader) to the report.
+    pub(crate) fn applied(&mut self, line: String) {
+        self.report.applied.push(line);
+    }
+
     /// Whether the tree has a CPU-time budget.
     pub(crate) fn has_budget(&self) -> bool {
         self.budget.is_some()

@@ -93,6 +93,7 @@ fn spawn_tree(command: Command) -> Result<Child, Error> {
     command.limits.validate().map_err(Error::InvalidLimits)?;
     launch::check_cwd(&command)?;
     launch::check_credentials(&command)?;
+    launch::check_process_limits(&command)?;
     if sys::children_autoreaped().unwrap_or(false) {
         return Err(Error::ChildrenAutoreaped);
     }
@@ -107,8 +108,13 @@ fn spawn_tree(command: Command) -> Result<Child, Error> {
     let limits = if command.limits.is_empty() {
         None
     } else {
-        let (applied, note) = contain::apply_limits(&prepared, &command.limits)?;
+        let (mut applied, note) = contain::apply_limits(&prepared, &command.limits)?;
         registration.notes.extend(note);
+        for (limit, value) in launch::process_limits(&command) {
+            if let Some(value) = value {
+                applied.applied(format!("{}={value}", limit.name()));
+            }
+        }
         Some(applied)
     };
     registration.prepared(backend, prepared.cgroup());

@@ -1,5 +1,5 @@
-//! What the child changes about itself between fork and exec: its own cgroup
-//! namespace, then its user and groups. Raw system calls only: the child of a
+//! What the child changes about itself between fork and exec: its resource
+//! limits, its own cgroup namespace, then its user and groups. Raw system calls only: the child of a
 //! raw `clone3` has one thread while glibc's copy of memory may remember
 //! several, and glibc's `setuid` would then try to signal threads that do not
 //! exist (its "setxid" broadcast); a raw syscall changes the calling thread,
@@ -12,6 +12,7 @@
 //! - <https://man7.org/linux/man-pages/man2/setgroups.2.html>
 //! - <https://man7.org/linux/man-pages/man2/setuid.2.html>
 //! - <https://man7.org/linux/man-pages/man7/cgroup_namespaces.7.html>
+//! - <https://man7.org/linux/man-pages/man2/prlimit.2.html>
 
 use std::ptr;
 
@@ -30,6 +31,9 @@ pub(crate) struct Credentials {
     pub(crate) gid: Option<u32>,
     /// `setuid(uid)`, last: after it the other calls would be refused.
     pub(crate) uid: Option<u32>,
+    /// Per-process resource limits to set (soft and hard alike), first:
+    /// `(RLIMIT_*, value)`; inherited by everything the command starts.
+    pub(crate) rlimits: [Option<(u32, u64)>; 3],
 }
 
 impl Credentials {
@@ -38,8 +42,8 @@ impl Credentials {
         *self == Self::default()
     }
 
-    /// Applies the changes in order: namespace, groups, group, user. On
-    /// failure returns the errno.
+    /// Applies the changes in order: resource limits, namespace, groups,
+    /// group, user. On failure returns the errno.
     ///
     /// # Safety
     /// Only in a freshly forked child before `exec` (it changes the whole
@@ -56,6 +60,22 @@ impl Credentials {
         // a null list; errno is thread-local.
         unsafe {
             let failed = || Err(*libc::__errno_location());
+            for &(resource, value) in self.rlimits.iter().flatten() {
+                let limit = libc::rlimit64 {
+                    rlim_cur: value,
+                    rlim_max: value,
+                };
+                if libc::syscall(
+                    libc::SYS_prlimit64,
+                    0,
+                    resource,
+                    &raw const limit,
+                    ptr::null_mut::<libc::rlimit64>(),
+                ) != 0
+                {
+                    return failed();
+                }
+            }
             if self.cgroup_namespace {
                 let _ = libc::syscall(libc::SYS_unshare, libc::CLONE_NEWCGROUP);
             }

@@ -213,6 +213,52 @@ pub(crate) fn open_files_limit() -> Option<u64> {
     rustix::process::getrlimit(rustix::process::Resource::Nofile).current
 }
 
+/// A per-process resource limit a command can be started with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProcessLimit {
+    /// `RLIMIT_NOFILE`.
+    OpenFiles,
+    /// `RLIMIT_CORE`.
+    CoreSize,
+    /// `RLIMIT_AS`.
+    AddressSpace,
+}
+
+impl ProcessLimit {
+    /// The kernel's `RLIMIT_*` number.
+    pub(crate) fn resource(self) -> u32 {
+        match self {
+            Self::OpenFiles => libc::RLIMIT_NOFILE,
+            Self::CoreSize => libc::RLIMIT_CORE,
+            Self::AddressSpace => libc::RLIMIT_AS,
+        }
+    }
+
+    /// The kernel's name for it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::OpenFiles => "RLIMIT_NOFILE",
+            Self::CoreSize => "RLIMIT_CORE",
+            Self::AddressSpace => "RLIMIT_AS",
+        }
+    }
+
+    /// This process's hard limit for it (`None`: unlimited), which only a
+    /// privileged process may raise.
+    ///
+    /// # References
+    /// - <https://man7.org/linux/man-pages/man2/getrlimit.2.html>
+    pub(crate) fn hard_limit(self) -> Option<u64> {
+        use rustix::process::{Resource, getrlimit};
+        let resource = match self {
+            Self::OpenFiles => Resource::Nofile,
+            Self::CoreSize => Resource::Core,
+            Self::AddressSpace => Resource::As,
+        };
+        getrlimit(resource).maximum
+    }
+}
+
 /// Lowers the soft limit on open descriptors (`RLIMIT_NOFILE`) to `soft`;
 /// for tests of what corral keeps open.
 ///
