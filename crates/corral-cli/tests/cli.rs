@@ -38,6 +38,16 @@ fn run_help_documents_the_decisions_and_examples() {
         "128+N",
         "timeout gives 137",
         "nohup",
+        // The limits on the whole tree, and their exit statuses.
+        "--max-procs",
+        "--max-memory",
+        "--max-swap",
+        "--cpus",
+        "--cpu-time",
+        "--max-open-files",
+        "--limits-best-effort",
+        "137",
+        "152",
         "Examples:",
         "1m30s",
     ] {

@@ -121,8 +121,14 @@ pub(crate) fn bound_to_v1(mountinfo: &str, controller: &str) -> bool {
 }
 
 /// Writes the limit of one `kind` to `leaf`: its lines of
-/// [`LimitsReport::applied`], or why it failed.
-pub(crate) fn write(leaf: &Path, limits: &Limits, kind: LimitKind) -> Result<Vec<String>, String> {
+/// [`LimitsReport::applied`], or why it failed. The CPU-time budget writes
+/// nothing: its meter on the leaf's `cpu.stat` goes to `meter_out`.
+fn write(
+    leaf: &Path,
+    limits: &Limits,
+    kind: LimitKind,
+    meter_out: &mut Option<(CpuMeter, Duration)>,
+) -> Result<Vec<String>, String> {
     let set = |file: &str, value: String| -> Result<String, String> {
         fs::write(leaf.join(file), &value)
             .map(|()| format!("{file}={value}"))
@@ -162,8 +168,9 @@ pub(crate) fn write(leaf: &Path, limits: &Limits, kind: LimitKind) -> Result<Vec
         }
         LimitKind::CpuTime => {
             let budget = limits.cpu_time.unwrap_or(Duration::MAX);
-            CpuMeter::open(leaf)
+            let meter = CpuMeter::open(leaf)
                 .map_err(|error| format!("cannot read cpu.stat of {}: {error}", leaf.display()))?;
+            *meter_out = Some((meter, budget));
             Ok(vec![format!("cpu_time={}s", budget.as_secs_f64())])
         }
     }
@@ -218,7 +225,7 @@ pub(crate) fn apply(
                     let parent = leaf.parent().unwrap_or(leaf);
                     enable(parent, controller, mountinfo)
                 })
-                .and_then(|()| write(leaf, limits, kind)),
+                .and_then(|()| write(leaf, limits, kind, &mut applied.budget)),
         };
         match result {
             Ok(lines) => {
@@ -233,13 +240,6 @@ pub(crate) fn apply(
             }
             Err(reason) => return Err((kind, reason)),
         }
-    }
-    if let (Some(leaf), Some(budget)) = (leaf, limits.cpu_time)
-        && applied.kinds.contains(&LimitKind::CpuTime)
-    {
-        let meter = CpuMeter::open(leaf)
-            .map_err(|e| (LimitKind::CpuTime, format!("cannot read cpu.stat: {e}")))?;
-        applied.budget = Some((meter, budget));
     }
     Ok(applied)
 }
@@ -476,6 +476,32 @@ mod tests {
             "41 31 0:38 / /x rw - cgroup2 cgroup2 rw,memory\n",
             "memory"
         ));
+    }
+
+    #[test]
+    fn a_budget_that_stops_counting_is_no_longer_applied() {
+        let meter = CpuMeter {
+            file: fs::File::open("/dev/null").expect("/dev/null"),
+            path: PathBuf::from("/dev/null"),
+        };
+        let mut applied = Applied {
+            leaf: None,
+            kinds: vec![LimitKind::CpuTime],
+            max_processes: None,
+            report: LimitsReport {
+                applied: vec!["cpu_time=1s".to_owned()],
+                ..LimitsReport::default()
+            },
+            budget: Some((meter, Duration::from_secs(1))),
+        };
+        let error = applied.budget_left(2).expect_err("no usage_usec");
+        assert!(error.contains("stopped counting"), "{error}");
+        assert!(!applied.has_budget());
+        let (report, limit) = applied.finish(false, Some(Exit::Code(0)));
+        assert!(report.applied.is_empty(), "{report:?}");
+        assert_eq!(report.not_applied.len(), 1);
+        assert_eq!(report.not_applied[0].limit, LimitKind::CpuTime);
+        assert_eq!(limit, None);
     }
 
     #[test]
