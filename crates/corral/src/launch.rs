@@ -9,11 +9,11 @@ use std::{
         fd::{AsFd, OwnedFd},
         unix::ffi::{OsStrExt, OsStringExt},
     },
-    path::Path,
+    path::{Path, PathBuf},
 };
 
 use crate::{
-    command::Command, command::Input, command::Output, contain::Prepared, error::Error,
+    command::Command, command::Input, command::Output, contain, contain::Prepared, error::Error,
     error::SpawnFailure, sys,
 };
 
@@ -127,8 +127,45 @@ fn credentials(command: &Command, prepared: &Prepared) -> sys::Credentials {
     }
 }
 
-/// Classifies a spawn error for the caller.
+/// Marks a leader the kernel refused in its leaf cgroup, with why.
+#[derive(Debug)]
+struct LeafRefused {
+    leaf: PathBuf,
+    reason: String,
+}
+
+impl std::fmt::Display for LeafRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl std::error::Error for LeafRefused {}
+
+/// `error` from starting the leader in `prepared`'s leaf, explained when it
+/// is the cgroup refusing the process (see [`sys::is_refused_by_cgroup`]).
+fn explain_refusal(prepared: &Prepared, error: io::Error) -> io::Error {
+    match prepared.cgroup() {
+        Some((leaf, _)) if sys::is_refused_by_cgroup(&error) => {
+            let reason = contain::refused_process(&leaf, &error);
+            io::Error::new(error.kind(), LeafRefused { leaf, reason })
+        }
+        _ => error,
+    }
+}
+
+/// Classifies a spawn error for the caller: a leaf cgroup that refused the
+/// leader is [`Error::Cgroup`], with the reason and the fix.
 pub(crate) fn spawn_error(command: &Command, source: io::Error) -> Error {
+    if let Some(refused) = source
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<LeafRefused>())
+    {
+        return Error::Cgroup {
+            path: refused.leaf.clone(),
+            source: io::Error::new(source.kind(), refused.reason.clone()),
+        };
+    }
     let cwd_refused = source
         .get_ref()
         .is_some_and(|inner| inner.is::<sys::CwdRefused>());
@@ -153,6 +190,10 @@ pub(crate) fn launch(command: &Command, prepared: &Prepared) -> io::Result<Launc
         && !crate::fault::active("no-clone3")
     {
         match launch_into_cgroup(command, cgroup, creds) {
+            // The cgroup refused the process: so would a move into it.
+            Err(Launch::Unavailable(error)) if sys::is_refused_by_cgroup(&error) => {
+                return Err(explain_refusal(prepared, error));
+            }
             Err(Launch::Unavailable(error)) => {
                 tracing::debug!(%error, "clone3 into the cgroup unavailable; falling back to a pre-exec move");
             }
@@ -160,7 +201,7 @@ pub(crate) fn launch(command: &Command, prepared: &Prepared) -> io::Result<Launc
             Ok(launched) => return Ok(launched),
         }
     }
-    launch_with_std(command, prepared, creds)
+    launch_with_std(command, prepared, creds).map_err(|error| explain_refusal(prepared, error))
 }
 
 enum Launch {

@@ -32,7 +32,7 @@ use std::{
     collections::HashSet,
     fs, io,
     os::{
-        fd::{AsFd, OwnedFd},
+        fd::{AsFd, BorrowedFd, OwnedFd},
         unix::fs::MetadataExt,
     },
     path::{Path, PathBuf},
@@ -282,21 +282,64 @@ fn refused(parent: &Path, error: &io::Error) -> String {
     )
 }
 
+/// Why leaves under `parent`, whose `cgroup.type` is `kind` (not `domain`),
+/// cannot hold processes.
+pub(crate) fn not_a_domain(parent: &Path, kind: &str) -> String {
+    format!(
+        "{} is a \"{kind}\" cgroup, not a plain domain, so the kernel refuses processes in its \
+         domain children, corral's leaves (EOPNOTSUPP; a cgroup that holds processes and \
+         hands a threaded controller such as pids or cpu to its children becomes such a \
+         thread root); set {PARENT_VARIABLE} to a cgroup without processes (see \
+         docs/limits.md)",
+        parent.display(),
+    )
+}
+
 const NO_KILL: &str = "cgroup.kill is missing (needs Linux 5.14 or later)";
 
 /// Checks that leaves can be created, carry `cgroup.kill` (Linux 5.14+) and
-/// can be removed, for [`capabilities`](crate::capabilities). Spawning does
-/// not need it: creating the leaf is the probe.
-pub(crate) fn probe() -> Result<PathBuf, String> {
+/// can be removed, for [`capabilities`](crate::capabilities): makes a leaf,
+/// runs `inspect` on it (the parent, the leaf, its directory handle) while it
+/// exists, and removes it, whatever `inspect` found. Spawning does not need
+/// it: creating the leaf is the probe.
+pub(crate) fn probe<T>(
+    inspect: impl FnOnce(&Path, &Path, BorrowedFd<'_>) -> Result<T, String>,
+) -> Result<(PathBuf, T), String> {
     let parent = parent_dir()?;
     let leaf =
         create_unique(&parent, "corral-probe", &mut |_| {}).map_err(|e| refused(&parent, &e))?;
-    let has_kill = leaf.join("cgroup.kill").exists();
-    let _ = fs::remove_dir(&leaf);
-    if has_kill {
-        Ok(parent)
+    let found = if leaf.join("cgroup.kill").exists() {
+        sys::open_dir(&leaf)
+            .map_err(|e| format!("cannot open {}: {e}", leaf.display()))
+            .and_then(|dir| inspect(&parent, &leaf, dir.as_fd()))
     } else {
         Err(NO_KILL.to_owned())
+    };
+    remove_probe(&leaf);
+    // As a leaf's parent reads (the root's path has no trailing slash), so
+    // that reasons read the same here and in a run.
+    found.map(|found| (parent.components().collect(), found))
+}
+
+/// Removes a probe's leaf. A process `inspect` started there may still be
+/// counted in it for a moment after it was reaped: `rmdir` is tried again
+/// while the kernel says busy, for at most a second.
+fn remove_probe(leaf: &Path) {
+    let until = std::time::Instant::now() + Duration::from_secs(1);
+    loop {
+        match fs::remove_dir(leaf) {
+            Err(error)
+                if error.kind() == io::ErrorKind::ResourceBusy
+                    && std::time::Instant::now() < until =>
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(error) if error.kind() != io::ErrorKind::NotFound => {
+                tracing::warn!(path = %leaf.display(), %error, "probe cgroup left behind");
+                return;
+            }
+            _ => return,
+        }
     }
 }
 
@@ -358,6 +401,17 @@ impl Leaf {
         if !path.join("cgroup.kill").exists() {
             let _ = fs::remove_dir(&path);
             return Err(LeafError::Unavailable(NO_KILL.to_owned()));
+        }
+        // Below a thread root the leaf is `domain invalid`: no leader could
+        // start in it.
+        let kind = fs::read_to_string(path.join("cgroup.type")).unwrap_or_default();
+        if kind.trim() != "domain" {
+            let _ = fs::remove_dir(&path);
+            let parent_kind = fs::read_to_string(parent.join("cgroup.type")).unwrap_or_default();
+            return Err(LeafError::Unavailable(not_a_domain(
+                &parent,
+                parent_kind.trim(),
+            )));
         }
         let failed = |path: &Path, source| {
             LeafError::Failed(Error::Cgroup {

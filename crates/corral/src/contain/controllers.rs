@@ -3,11 +3,17 @@
 //! (`pids.max`, `memory.max`, `cpu.max`), and the kernel's counters say what
 //! the limits did (`pids.events`, `memory.events`, `cpu.stat`).
 //!
-//! The rule that shapes it: a cgroup that holds processes cannot hand the
-//! `memory` (or `io`) controller to its children (cgroup v2's
-//! no-internal-process rule), so the leaves of a tree with a memory limit need
-//! a parent without processes: the root cgroup, or a delegated cgroup named
-//! by `CORRAL_CGROUP_PARENT` (see `docs/limits.md`).
+//! The rule that shapes it: a cgroup other than the root that holds
+//! processes cannot hand any controller to leaves (cgroup v2's
+//! no-internal-process rule). The kernel refuses to enable a domain
+//! controller (`memory`, `io`) there (`EBUSY`); it does enable a threaded one
+//! (`pids`, `cpu`), but the cgroup then becomes a thread root (`cgroup.type`
+//! `domain threaded`), whose domain children cannot hold processes: a leaf's
+//! leader is refused with `EOPNOTSUPP`, and so are the leaves of every later
+//! tree. So the leaves of a tree with a limit need a parent without
+//! processes: the root cgroup, or a delegated cgroup named by
+//! `CORRAL_CGROUP_PARENT` (see `docs/limits.md`); corral checks that before
+//! it enables anything.
 
 use std::{
     fs,
@@ -16,7 +22,7 @@ use std::{
     time::Duration,
 };
 
-use super::cgroup::PARENT_VARIABLE;
+use super::cgroup::{PARENT_VARIABLE, not_a_domain};
 use crate::{
     backend::Backend,
     exit::Exit,
@@ -47,12 +53,19 @@ pub(crate) fn enable(parent: &Path, controller: &str, mountinfo: &str) -> Result
 }
 
 /// Whether `controller` is handed to `parent`'s children, or could be, without
-/// changing anything (for `capabilities`): the reasons [`enable`] would fail
-/// for, as far as they can be seen from outside.
+/// changing anything: the kernel's reasons for refusing it, or for refusing
+/// processes in the leaves once it is enabled, as far as they can be read
+/// from outside. [`enable`] checks this before it writes; `capabilities`
+/// adds a real leaf ([`probe`]).
 pub(crate) fn check(parent: &Path, controller: &str, mountinfo: &str) -> Result<Ready, String> {
     let read = |name: &str| fs::read_to_string(parent.join(name)).unwrap_or_default();
-    if listed(&read("cgroup.subtree_control"), controller) {
-        return Ok(Ready::Enabled);
+    // The root cgroup is exempt from the no-internal-process rule (it has no
+    // cgroup.type); any other parent must be a plain domain, or its leaves
+    // hold no process at all.
+    let root = !parent.join("cgroup.type").exists();
+    let kind = read("cgroup.type");
+    if !root && kind.trim() != "domain" {
+        return Err(not_a_domain(parent, kind.trim()));
     }
     if !listed(&read("cgroup.controllers"), controller) {
         let why = if bound_to_v1(mountinfo, controller) {
@@ -72,13 +85,61 @@ pub(crate) fn check(parent: &Path, controller: &str, mountinfo: &str) -> Result<
             parent.display()
         ));
     }
-    // Only domain controllers obey the no-internal-process rule; the root
-    // cgroup is exempt (its file lacks cgroup.type).
-    let domain = !matches!(controller, "cpu" | "cpuset" | "pids" | "perf_event");
-    if domain && parent.join("cgroup.type").exists() && !read("cgroup.procs").trim().is_empty() {
+    // Domain or threaded, enabled already or not: see the module's comment.
+    if !root && !read("cgroup.procs").trim().is_empty() {
         return Err(holds_processes(parent, controller));
     }
+    if listed(&read("cgroup.subtree_control"), controller) {
+        return Ok(Ready::Enabled);
+    }
+    // The kernel checks the writer's permission on the file: an open for
+    // writing asks the same question and writes nothing.
+    let control = parent.join("cgroup.subtree_control");
+    if let Err(error) = fs::OpenOptions::new().write(true).open(&control) {
+        return Err(format!(
+            "cannot enable the {controller} controller in {} ({error}): run as root, or in a \
+             delegated subtree (systemd Delegate=yes) named by {PARENT_VARIABLE}",
+            control.display(),
+        ));
+    }
     Ok(Ready::CanEnable)
+}
+
+/// Starts a process in the probe's `leaf` (`dir`) under `parent`, which
+/// exits at once: a tree's leader would be refused there too if it is. Then
+/// reads the leaf's `cgroup.controllers` (for [`probe`]).
+pub(crate) fn hosts_processes(
+    parent: &Path,
+    leaf: &Path,
+    dir: std::os::fd::BorrowedFd<'_>,
+) -> Result<String, String> {
+    crate::sys::exit_in_cgroup(dir).map_err(|error| refused_process(parent, &error))?;
+    fs::read_to_string(leaf.join("cgroup.controllers")).map_err(|error| {
+        format!(
+            "cannot read cgroup.controllers of {}: {error}",
+            leaf.display()
+        )
+    })
+}
+
+/// Checks a real leaf that a probe made under the parent [`check`] passed:
+/// a `controller` the parent hands down already must be in the leaf's
+/// `cgroup.controllers` (`leaf_controllers`), as the limit's files are.
+pub(crate) fn probe(
+    parent: &Path,
+    controller: &str,
+    ready: Ready,
+    leaf_controllers: &str,
+) -> Result<(), String> {
+    if ready == Ready::Enabled && !listed(leaf_controllers, controller) {
+        return Err(format!(
+            "{} hands the {controller} controller down (cgroup.subtree_control), but a new \
+             leaf under it does not have it (its cgroup.controllers: {:?})",
+            parent.display(),
+            leaf_controllers.trim(),
+        ));
+    }
+    Ok(())
 }
 
 /// Where [`check`] found a controller.
@@ -91,13 +152,41 @@ pub(crate) enum Ready {
 }
 
 fn holds_processes(parent: &Path, controller: &str) -> String {
+    let domain = !matches!(controller, "cpu" | "cpuset" | "pids" | "perf_event");
+    let rule = if domain {
+        format!("cgroup v2 will not hand the {controller} controller to its children")
+    } else {
+        format!(
+            "enabling the {controller} controller there would make it a thread root, and the \
+             kernel refuses processes in a thread root's domain children (EOPNOTSUPP), so no \
+             tree could start in its leaves"
+        )
+    };
     format!(
-        "{} holds processes, so cgroup v2 will not hand the {controller} controller to its \
-         children (the no-internal-process rule); set {PARENT_VARIABLE} to a cgroup without \
-         processes that this user may write (systemd: Delegate=yes with DelegateSubgroup=, \
-         see docs/limits.md)",
+        "{} holds processes, so {rule} (the no-internal-process rule); set {PARENT_VARIABLE} \
+         to a cgroup without processes that this user may write (systemd: Delegate=yes with \
+         DelegateSubgroup=, see docs/limits.md)",
         parent.display(),
     )
+}
+
+/// Why the kernel refused a process in a leaf under `parent` (`error`, from
+/// `clone3(CLONE_INTO_CGROUP)` or a write to its `cgroup.procs`): the
+/// leaf is no valid domain (`EOPNOTSUPP`), or hands controllers down
+/// itself (`EBUSY`).
+pub(crate) fn refused_process(parent: &Path, error: &std::io::Error) -> String {
+    let kind = fs::read_to_string(parent.join("cgroup.type")).unwrap_or_default();
+    let kind = kind.trim();
+    if kind.is_empty() || kind == "domain" {
+        format!(
+            "the kernel refuses processes in a new leaf under {} ({error}): the leaf is no \
+             valid domain or hands controllers down itself; set {PARENT_VARIABLE} to a cgroup \
+             without processes (see docs/limits.md), or use another backend",
+            parent.display(),
+        )
+    } else {
+        not_a_domain(parent, kind)
+    }
 }
 
 /// Whether `list` (a `cgroup.controllers` or `cgroup.subtree_control` line)

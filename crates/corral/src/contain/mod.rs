@@ -76,9 +76,10 @@ pub(crate) fn subreaper_claimed() -> bool {
     SUBREAPER_CLAIMED.load(Ordering::SeqCst)
 }
 
-/// Whether leaf cgroups can be made here: where, or why not.
+/// Whether leaf cgroups can be made here and hold processes: where, or why
+/// not.
 pub(crate) fn probe_cgroup() -> Result<PathBuf, String> {
-    cgroup::probe()
+    cgroup::probe(controllers::hosts_processes).map(|(parent, _)| parent)
 }
 
 /// Whether the subreaper backend can work here at all.
@@ -212,19 +213,34 @@ pub(crate) fn apply_limits(
     Ok((applied, note))
 }
 
+/// Why the kernel refused a tree's leader in its `leaf` (`error`), and the
+/// fix.
+pub(crate) fn refused_process(leaf: &Path, error: &std::io::Error) -> String {
+    controllers::refused_process(leaf.parent().unwrap_or(leaf), error)
+}
+
 /// Whether this host can enforce each kind of limit on the trees of this
-/// process now (created under [`cgroup`]'s parent), and why not.
+/// process now (created under [`cgroup`]'s parent), and why not: the
+/// kernel's rules read from the parent ([`controllers::check`]), and a real
+/// leaf, made, given a process and removed ([`cgroup::probe`]), that has
+/// each controller the parent hands down already. Changes nothing that
+/// remains: no controller is enabled.
 pub(crate) fn limit_support() -> Vec<(LimitKind, Result<(), String>)> {
-    let parent = cgroup::probe();
+    let probed = cgroup::probe(controllers::hosts_processes);
     let mountinfo = cgroup::mountinfo().unwrap_or_default();
     LimitKind::ALL
         .into_iter()
         .map(|kind| {
-            let support = parent.as_ref().map_err(Clone::clone).and_then(|parent| {
-                kind.controller().map_or(Ok(()), |controller| {
-                    controllers::check(parent, controller, mountinfo).map(|_| ())
-                })
-            });
+            let support =
+                probed
+                    .as_ref()
+                    .map_err(Clone::clone)
+                    .and_then(|(parent, leaf_controllers)| {
+                        kind.controller().map_or(Ok(()), |controller| {
+                            let ready = controllers::check(parent, controller, mountinfo)?;
+                            controllers::probe(parent, controller, ready, leaf_controllers)
+                        })
+                    });
             (kind, support)
         })
         .collect()

@@ -150,6 +150,71 @@ pub(crate) fn spawn_into_cgroup(exec: &Exec<'_>) -> Result<(i32, OwnedFd), Clone
     ))))
 }
 
+/// Starts a process in the cgroup `cgroup` (`clone3` with
+/// `CLONE_INTO_CGROUP`) that exits at once, and reaps it: the kernel's own
+/// answer to whether that cgroup accepts processes, asked the way a tree's
+/// leader is started. Its exit signal is none, so only a wait that names it
+/// (through its pidfd, with `__WALL`) can reap it: no reaper of orphans sees
+/// it. `Ok(false)`: this kernel has no `clone3` (no answer).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/clone3.2.html>
+/// - <https://man7.org/linux/man-pages/man2/waitid.2.html>
+pub(crate) fn exit_in_cgroup(cgroup: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut pidfd: c_int = -1;
+    let mut args = CloneArgs {
+        flags: CLONE_PIDFD | CLONE_INTO_CGROUP,
+        pidfd: ptr::addr_of_mut!(pidfd) as u64,
+        exit_signal: 0,
+        cgroup: cgroup.as_raw_fd() as u64,
+        ..CloneArgs::default()
+    };
+    // SAFETY: `args` is a valid, fully initialised `clone_args` of the size
+    // passed. Without CLONE_VM the child gets a copy of our memory, like
+    // fork, and only calls `_exit`, which is async-signal-safe.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            ptr::from_mut(&mut args),
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    if ret == 0 {
+        // SAFETY: we are the new child process.
+        unsafe { libc::_exit(0) }
+    }
+    if ret < 0 {
+        let error = io::Error::last_os_error();
+        return match error.raw_os_error() {
+            Some(libc::ENOSYS) => Ok(false),
+            _ => Err(error),
+        };
+    }
+    // SAFETY: with CLONE_PIDFD the kernel stored a new descriptor we own.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    loop {
+        // SAFETY: an all-zero siginfo_t is a valid out-parameter; `pidfd` is
+        // the child's pidfd, open for the whole call.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; waitid only writes `info`.
+        let waited = unsafe {
+            libc::waitid(
+                libc::P_PIDFD,
+                pidfd.as_raw_fd() as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::__WALL,
+            )
+        };
+        if waited == 0 {
+            return Ok(true);
+        }
+        let error = io::Error::last_os_error();
+        if error.kind() != io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}
+
 /// The child's stack while it shares our memory, until `execve`: what
 /// `Child::exec` needs (a few frames of plain system calls), with room to
 /// spare.

@@ -17,7 +17,7 @@ mod creds;
 pub(crate) mod dirfd;
 
 pub(crate) use clock::boot_ticks;
-pub(crate) use clone3::{Clone3Error, Exec, spawn_into_cgroup};
+pub(crate) use clone3::{Clone3Error, Exec, exit_in_cgroup, spawn_into_cgroup};
 pub(crate) use creds::Credentials;
 
 use crate::{exit::Exit, signal::Signal};
@@ -506,6 +506,17 @@ pub(crate) fn is_gone(error: &io::Error) -> bool {
 /// Whether an error means the kernel lacks the call (e.g. pidfds before 5.3).
 pub(crate) fn is_unsupported(error: &io::Error) -> bool {
     error.raw_os_error() == Some(libc::ENOSYS)
+}
+
+/// Whether `error`, from `clone3(CLONE_INTO_CGROUP)` or a write to a
+/// cgroup's `cgroup.procs`, is the cgroup refusing the process: `EOPNOTSUPP`
+/// (no valid domain: below a thread root, or threaded) or `EBUSY` (it hands
+/// controllers to children of its own).
+///
+/// # References
+/// - <https://docs.kernel.org/admin-guide/cgroup-v2.html#threads>
+pub(crate) fn is_refused_by_cgroup(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EBUSY))
 }
 
 /// Registers an owned descriptor with tokio's reactor; on failure the
