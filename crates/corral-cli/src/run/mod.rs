@@ -130,10 +130,17 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
         None => status,
     };
     tell(args, &finished);
-    let notes = received
+    let mut notes: Vec<String> = received
         .map(|signal| format!("corral received {signal} and ended the tree"))
         .into_iter()
         .collect();
+    // A watchdog that died and could not be replaced (fork refused, say)
+    // left corral's own death unguarded: said even without -v.
+    if let Some(reason) = corral::watchdog::lost() {
+        let note = format!("owner-death guard off: {reason}");
+        say!("note: {}", printable(&note));
+        notes.push(note);
+    }
     let report = report::of_finished(&args.command, &finished, status, started.elapsed(), notes);
     sink::deliver(sink, &report);
     Ok(status)

@@ -63,6 +63,8 @@ pub const HOOK_ARG: &str = "__corral-watchdog";
 static HOOKED: AtomicBool = AtomicBool::new(false);
 static EXECUTABLE: Mutex<Option<PathBuf>> = Mutex::new(None);
 static CLIENT: Mutex<Option<Client>> = Mutex::new(None);
+/// See [`lost`].
+static LOST: Mutex<Option<String>> = Mutex::new(None);
 
 /// Call first thing in `main` of a program that uses corral:
 ///
@@ -115,6 +117,34 @@ pub fn executable() -> Result<PathBuf, String> {
          or set CORRAL_WATCHDOG to the corral binary"
             .to_owned(),
     )
+}
+
+/// What to execute for the watchdog `program`: this process's own
+/// executable through `/proc/self/exe` when `program` is its path, so that a
+/// watchdog started (or restarted) after that path was deleted or replaced
+/// (an upgrade in place) is still this program, the one that speaks this
+/// owner's protocol; any other program by its path.
+fn runnable(program: &std::path::Path) -> PathBuf {
+    match sys::current_exe() {
+        Ok(me) if me == program => PathBuf::from("/proc/self/exe"),
+        _ => program.to_owned(),
+    }
+}
+
+/// Why owner death is unguarded for the rest of this process, if the
+/// watchdog died and could not be started again (for instance because
+/// `fork` was refused): trees are then still recorded in the crash ledger,
+/// for `corral reap`, but nothing ends them if the owner dies. `None` while a
+/// watchdog runs or none was ever needed.
+pub fn lost() -> Option<String> {
+    lock(&LOST).clone()
+}
+
+/// Records why the watchdog is gone for good (see [`lost`]).
+fn mark_lost(error: &str) {
+    *lock(&LOST) = Some(format!(
+        "the watchdog died and could not be started again ({error})"
+    ));
 }
 
 /// `$CORRAL_WATCHDOG`, if set: an absolute path, or why it is refused.
@@ -309,7 +339,8 @@ pub(crate) fn watch(record: &Record) -> Result<(), String> {
     let client = guard.as_ref().ok_or("no watchdog")?;
     if client.watch(record, crate::owner::ledger::dir()).is_err() {
         // The helper died: the monitor restarts it, but do not wait for it.
-        *guard = Some(Client::restart(guard.take())?);
+        let restarted = Client::restart(guard.take()).inspect_err(|error| mark_lost(error))?;
+        *guard = Some(restarted);
     }
     Ok(())
 }
@@ -370,8 +401,9 @@ impl Client {
                 Ok(written) => preloaded += written,
             }
         }
-        let mut command = std::process::Command::new(&program);
+        let mut command = std::process::Command::new(runnable(&program));
         command
+            .arg0(&program)
             .arg(HOOK_ARG)
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::null())
@@ -642,7 +674,8 @@ fn monitor(pidfd: OwnedFd, helper: (i32, u64)) {
         match Client::restart(guard.take()) {
             Ok(client) => *guard = Some(client),
             Err(error) => {
-                tracing::error!(%error, "the watchdog died and cannot be restarted: owner death is unguarded")
+                tracing::error!(%error, "the watchdog died and cannot be restarted: owner death is unguarded");
+                mark_lost(&error);
             }
         }
     }
