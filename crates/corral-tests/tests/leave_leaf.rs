@@ -19,7 +19,9 @@ use std::{
 
 use common::fixture_path;
 use corral::{Backend, BackendChoice, Command, Error, Finished, Outcome, OutputTap};
-use corral_tests::{Bystander, Guard, Proc, READY_TIMEOUT, cgroup_parent, is_root, parse_ready};
+use corral_tests::{
+    Bystander, Guard, Proc, READY_TIMEOUT, Scratch, cgroup_parent, is_root, parse_ready,
+};
 use tokio_util::sync::CancellationToken;
 
 const GRACE: Duration = Duration::from_millis(300);
@@ -257,23 +259,31 @@ async fn a_child_that_left_during_the_grace_is_found_before_sigkill() {
 
 /// A member that left the leaf and then forked: its child was never in the
 /// leaf, never listed, but is found through its parent and ended too. A
-/// member that ignores SIGTERM keeps the leaf populated until `SIGKILL`, so
-/// the fork happens before corral looks outside.
+/// sibling that ignores SIGTERM keeps the leaf populated until the escaper
+/// has forked outside (it waits for the escaper's mark, then exits by
+/// itself), so corral looks outside only after the fork, whatever the
+/// machine's load: each step waits for the one before it (the sibling's
+/// trap is set before the escaper says it is ready, and the test cancels
+/// only then), and the grace never runs out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_a_departed_member_forked_outside_is_ended_too() {
     let Some(parent) = cgroup_parent() else {
         return;
     };
-    let escaper = "trap 'echo 0 > \"$PARENT/cgroup.procs\"; sleep 60 & exec sleep 60' TERM; \
+    let marks = Scratch::new("departed-forked");
+    let escaper = "trap 'echo 0 > \"$PARENT/cgroup.procs\"; sleep 60 & : > \"$FORKED\"; \
+                   exec sleep 60' TERM; \
+                   until [ -e \"$HELD\" ]; do sleep 0.01; done; \
                    sleep 60 & echo ready $$; wait";
+    let holder = "trap '' TERM; : > \"$HELD\"; until [ -e \"$FORKED\" ]; do sleep 0.01; done";
     let command = Command::new("sh")
-        .args([
-            "-c",
-            "sh -c \"$ESCAPER\" & sh -c \"trap '' TERM; exec sleep 60\" & wait",
-        ])
+        .args(["-c", "sh -c \"$ESCAPER\" & sh -c \"$HOLDER\" & wait"])
         .env("ESCAPER", escaper)
+        .env("HOLDER", holder)
+        .env("HELD", marks.path("held"))
+        .env("FORKED", marks.path("forked"))
         .env("PARENT", &parent)
-        .grace(GRACE * 3); // time to move and fork, on a loaded machine
+        .grace(Duration::from_secs(60)); // never reached: the holder exits
     let Some(run) = cancel_when_ready(command).await else {
         return;
     };
@@ -285,10 +295,18 @@ async fn what_a_departed_member_forked_outside_is_ended_too() {
         _cleanup,
     } = run;
     let escaper = procs[0];
-    let took = took.saturating_sub(GRACE * 2);
 
     let left = left_cgroup(&finished);
     let _cleanup_left = Guard::of(left.clone());
+    assert!(
+        finished
+            .report
+            .signals
+            .iter()
+            .all(|s| s.at < Duration::from_secs(30)),
+        "the grace ran out: {:?}",
+        finished.report
+    );
     assert_eq!(
         left.len(),
         2,
@@ -300,6 +318,104 @@ async fn what_a_departed_member_forked_outside_is_ended_too() {
         assert!(!p.is_alive(), "{p:?} still runs");
     }
     assert_contained(&finished, took, &leaf);
+}
+
+/// A departed member that forks without pause once it is out: corral stops
+/// it before looking for its children, and each child before looking for
+/// theirs, so none is forked between the look and the kill (a walk, then
+/// `SIGKILL`, left one running about once in twelve runs). Each child
+/// carries this test's token in its command line, so what survived is found
+/// without signalling anything else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_departed_member_forking_in_a_loop_leaves_nothing() {
+    let Some(parent) = cgroup_parent() else {
+        return;
+    };
+    let token = format!("60.{}{}", std::process::id(), 7);
+    for _ in 0..5 {
+        let escaper = "trap 'echo 0 > \"$PARENT/cgroup.procs\"; \
+                       while :; do sleep \"$TOKEN\" & done' TERM; \
+                       echo ready $$; while :; do sleep 0.05; done";
+        let command = escaper_tree(escaper, &parent)
+            .env("TOKEN", &token)
+            .grace(GRACE);
+        let Some(run) = cancel_when_ready(command).await else {
+            return;
+        };
+        let left = left_cgroup(&run.finished);
+        let _cleanup_left = Guard::of(left.clone());
+        let survivors = processes_with_argument(&token);
+        let _cleanup_survivors = Guard::of(survivors.clone());
+        assert!(
+            survivors.is_empty(),
+            "{} process(es) the departed member forked still run: {:?}",
+            survivors.len(),
+            run.finished.report
+        );
+        assert!(left.contains(&run.procs[0]), "{:?}", run.finished.report);
+        assert_contained(&run.finished, run.took, &run.leaf);
+    }
+}
+
+/// The running processes whose command line has `argument` (a token only
+/// this test's processes carry).
+fn processes_with_argument(argument: &str) -> Vec<Proc> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if cmdline
+            .split(|&b| b == 0)
+            .any(|arg| arg == argument.as_bytes())
+            && let Some(stat) = corral_tests::proc::stat(pid)
+            && stat.is_running()
+        {
+            found.push(Proc {
+                pid,
+                start_time: stat.start_time,
+            });
+        }
+    }
+    found
+}
+
+/// A leader that leaves its leaf at once, before corral could list it, is
+/// a member all the same (corral holds its identity from the fork): it is
+/// ended by identity at the cleanup and named in `left_cgroup`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_leaves_its_leaf_at_once_is_ended() {
+    let Some(parent) = cgroup_parent() else {
+        return;
+    };
+    let command = Command::new("sh")
+        .args([
+            "-c",
+            "echo 0 > \"$PARENT/cgroup.procs\" && echo ready $$ && exec sleep 60",
+        ])
+        .env("PARENT", &parent)
+        .grace(GRACE);
+    let Some(run) = cancel_when_ready(command).await else {
+        return;
+    };
+    let leader = run.procs[0];
+    let left = left_cgroup(&run.finished);
+    assert_eq!(left, [leader], "{:?}", run.finished.report);
+    assert!(!leader.is_alive(), "the leader still runs");
+    assert_eq!(
+        run.finished.outcome,
+        Outcome::Cancelled,
+        "{:?}",
+        run.finished.report
+    );
+    assert_contained(&run.finished, run.took, &run.leaf);
 }
 
 /// Run as another user (here `nobody`), the same move is refused by the

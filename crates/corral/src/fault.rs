@@ -12,10 +12,11 @@
 //! | `no-cgroup2` | no cgroup v2 hierarchy is found, as on a v1-only host |
 //! | `no-clone3` | spawning straight into the cgroup is skipped, as where `clone3` is refused: the child joins its leaf in std's pre-exec hook |
 //! | `slow-watchdog-restart` | a replaced watchdog is told nothing for 2 s after it started (an owner killed in that window: the state must already be in its socket) |
+//! | `fail-after-launch` | the spawn fails just after the leader started (as when descriptors or memory run out there), once the file named by `CORRAL_FAULT_WHEN` exists (waited for up to 10 s), so the command can start its tree first |
 //! | `nsdelegate` | the cgroup v2 mount counts as mounted with `nsdelegate`, so the leader gets its own cgroup namespace (the kernel's refusal to let it out needs the real option) |
 //!
 //! Each name is checked at exactly one place (`sys::pidfd_open`, the cgroup
-//! backend's `parent_dir` and `delegates_namespaces`, `launch::launch`,
+//! backend's `parent_dir` and `delegates_namespaces`, `launch::launch`, `fault::after_launch`,
 //! `watchdog::Client::restart`), so
 //! a fault changes what the kernel appears to offer and nothing else. The
 //! tests are in `crates/corral-tests/tests/faults.rs` (`nsdelegate` and
@@ -46,4 +47,21 @@ pub(crate) fn active(name: &str) -> bool {
 #[inline(always)]
 pub(crate) const fn active(_name: &str) -> bool {
     false
+}
+
+/// The `fail-after-launch` fault: an error once the file named by
+/// `CORRAL_FAULT_WHEN` exists (or 10 s have passed); `Ok` without the fault.
+pub(crate) fn after_launch() -> Result<(), crate::error::Error> {
+    if !active("fail-after-launch") {
+        return Ok(());
+    }
+    let when = std::env::var_os("CORRAL_FAULT_WHEN").unwrap_or_default();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::path::Path::new(&when).exists() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Err(crate::error::Error::Os {
+        what: "an injected fault after the leader started",
+        source: std::io::Error::other("injected (fail-after-launch)"),
+    })
 }

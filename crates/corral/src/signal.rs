@@ -69,6 +69,8 @@ impl Signal {
     pub const TERM: Self = Self(15);
     /// `SIGCONT`.
     pub const CONT: Self = Self(18);
+    /// `SIGSTOP`: stops a process, which no handler can catch or ignore.
+    pub const STOP: Self = Self(19);
     /// `SIGXCPU` (a CPU-time limit was reached).
     pub const XCPU: Self = Self(24);
 

@@ -42,6 +42,7 @@ use std::{
 
 use tokio::{io::unix::AsyncFd, time::Instant};
 
+use super::halt::{self, Halted};
 use crate::{error::Error, identity, identity::ProcessInfo, signal::Signal, sys};
 
 /// Finds the cgroup v2 mount point in `/proc/self/mountinfo` text.
@@ -463,15 +464,37 @@ impl Leaf {
         &self.procs
     }
 
-    /// Starts watching `cgroup.events`; the leader is inside by now.
-    pub(crate) fn watch(mut self) -> Result<CgroupTree, Error> {
+    /// `cgroup.kill`: for a spawn that failed after the leader was born in
+    /// the leaf.
+    pub(crate) fn kill(&self) {
+        if let Err(error) = fs::write(self.path.join("cgroup.kill"), b"1") {
+            tracing::warn!(path = %self.path.display(), %error, "cgroup.kill failed");
+        }
+    }
+
+    /// Waits, polling, until the leaf is empty or `bound` has passed.
+    pub(crate) fn wait_empty(&self, bound: Duration) {
+        let until = std::time::Instant::now() + bound;
+        while std::time::Instant::now() < until {
+            let events = fs::read_to_string(self.path.join("cgroup.events")).unwrap_or_default();
+            if events.lines().any(|line| line.trim() == "populated 0") {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Starts watching `cgroup.events`; the leader (pid and start time) was
+    /// born inside, and is a member from then on wherever it moves: it may
+    /// have left before any list of the leaf could name it.
+    pub(crate) fn watch(mut self, leader: (i32, u64)) -> Result<CgroupTree, Error> {
         // From here on the tree owns the directory (and removes it).
         self.owned = false;
         let mut tree = CgroupTree {
             path: self.path.clone(),
             watch: None,
             removed: false,
-            seen: HashSet::new(),
+            seen: HashSet::from([leader]),
             signalled: false,
         };
         let events = self.path.join("cgroup.events");
@@ -513,7 +536,13 @@ pub(crate) struct Departed {
     pub(crate) killed: Vec<ProcessInfo>,
     /// Those of them still running when the bound passed.
     pub(crate) surviving: Vec<ProcessInfo>,
+    /// How many did not stop when told to (stuck in the kernel), so what
+    /// they forked meanwhile may be missing (see `halt.rs`).
+    pub(crate) not_stopped: usize,
 }
+
+/// How long a departed member is given to show that it has stopped.
+const STOP_BOUND: Duration = Duration::from_millis(500);
 
 impl CgroupTree {
     /// A tree for an existing leaf (named by a record, and checked by the
@@ -694,71 +723,44 @@ impl CgroupTree {
         self.seen.extend(departed);
     }
 
-    /// Sends `SIGKILL`, by identity, to every remembered member that still
-    /// runs outside the leaf, and to the processes it forked since (still
-    /// linked to it by their parent pid), and names them.
-    fn kill_departed(&self) -> Vec<ProcessInfo> {
-        let running_outside = |pid: i32, start_time: u64| -> io::Result<Option<identity::Stat>> {
-            let stat = match identity::read_stat(pid) {
-                Ok(stat) => stat,
-                Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
-                Err(error) => return Err(error),
-            };
-            // Still inside: a member (a survivor, if any), reported as such.
-            let outside = stat.start_time == start_time && stat.is_running() && !self.holds(pid);
-            Ok(outside.then_some(stat))
-        };
+    /// Ends, by identity, every remembered member that still runs outside
+    /// the leaf, and the processes it forked since (still linked to it by
+    /// their parent pid), and names them: each is stopped before its
+    /// children are looked for, to a fixed point, and only then killed
+    /// (`halt.rs`), so a member that forks meanwhile leaves no child behind.
+    fn kill_departed(&self) -> Halted {
+        let outside = |stat: &identity::Stat| !self.holds(stat.pid);
         let departed: Vec<(i32, u64)> = self
             .seen
             .iter()
             .copied()
-            .filter(|&(pid, start_time)| matches!(running_outside(pid, start_time), Ok(Some(_))))
+            .filter(|&(pid, start_time)| {
+                identity::read_stat(pid).is_ok_and(|stat| {
+                    stat.start_time == start_time && stat.is_running() && outside(&stat)
+                })
+            })
             .collect();
         if departed.is_empty() {
-            return Vec::new();
+            return Halted::default();
         }
-        // What they forked outside the leaf was never listed: find it by
-        // parent links, from roots whose identity the walk confirms.
-        let table = identity::all_processes().unwrap_or_default();
-        let roots: Vec<i32> = departed
-            .iter()
-            .filter(|&&(pid, start)| {
-                table
-                    .iter()
-                    .any(|stat| stat.pid == pid && stat.start_time == start)
-            })
-            .map(|&(pid, _)| pid)
-            .collect();
-        let mut targets: Vec<(i32, u64)> = departed;
-        for stat in crate::identity::descendants(&table, &roots) {
-            if !targets.iter().any(|&(pid, _)| pid == stat.pid) {
-                targets.push((stat.pid, stat.start_time));
-            }
+        let halted = halt::stop_and_kill(&departed, &outside, STOP_BOUND);
+        for member in &halted.killed {
+            tracing::warn!(
+                pid = member.pid,
+                "a member had left the leaf cgroup: killed by identity"
+            );
         }
-        let mut killed = Vec::new();
-        for (pid, start_time) in targets {
-            let mut found = None;
-            let outside = || {
-                found = running_outside(pid, start_time)?.map(|stat| identity::describe(&stat));
-                Ok(found.is_some())
-            };
-            match identity::signal_if(pid, Signal::KILL, outside) {
-                Ok(identity::Delivery::Sent) => {
-                    tracing::warn!(pid, "a member had left the leaf cgroup: killed by identity");
-                    killed.extend(found);
-                }
-                Ok(identity::Delivery::Gone) => {}
-                Err(error) => tracing::warn!(pid, %error, "killing a departed member failed"),
-            }
-        }
-        killed
+        halted
     }
 
     /// At the end of a cleanup: ends the remembered members that moved
     /// themselves out of the leaf (`SIGKILL` by identity), and waits up to
     /// `bound` for them to be gone.
     pub(crate) async fn end_departed(&mut self, bound: Duration) -> Departed {
-        let killed = self.kill_departed();
+        let Halted {
+            killed,
+            not_stopped,
+        } = self.kill_departed();
         if killed.is_empty() {
             return Departed::default();
         }
@@ -773,7 +775,11 @@ impl CgroupTree {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let surviving = killed.iter().filter(|p| running(p)).cloned().collect();
-        Departed { killed, surviving }
+        Departed {
+            killed,
+            surviving,
+            not_stopped,
+        }
     }
 
     fn kill(&self) -> io::Result<()> {
@@ -1176,11 +1182,11 @@ mod tests {
         let pid = child.id() as i32;
         let start = identity::read_stat(pid).expect("stat").start_time;
         tree.seen.insert((pid, start + 1));
-        let impostor = tree.kill_departed();
+        let impostor = tree.kill_departed().killed;
         let spared = identity::read_stat(pid).is_ok_and(|s| s.is_running());
         tree.seen.clear();
         tree.seen.insert((pid, start));
-        let killed = tree.kill_departed();
+        let killed = tree.kill_departed().killed;
         let status = child.wait().expect("reaped");
         assert!(impostor.is_empty(), "{impostor:?}");
         assert!(spared, "a process with another start time was killed");

@@ -23,6 +23,7 @@
 mod cgroup;
 mod controllers;
 mod group;
+mod halt;
 mod leader;
 mod orphaned;
 mod recorded;

@@ -96,12 +96,21 @@ pub(crate) struct Rule {
 
 impl Rule {
     pub(crate) fn new(leader: &Leader, claim: Claim) -> Self {
+        let mut rule = Self::for_leader(leader.pid, leader.start_time, &claim);
+        rule.claim = Some(claim);
+        rule
+    }
+
+    /// The rule for the leader `pid` that started at `start_time` (our
+    /// unreaped child), before it is held as a [`Leader`]; the claim stays
+    /// with its owner.
+    pub(crate) fn for_leader(pid: i32, start_time: u64, claim: &Claim) -> Self {
         Self {
             me: sys::getpid(),
-            leader: leader.pid,
-            leader_start: leader.start_time,
+            leader: pid,
+            leader_start: start_time,
             preexisting: claim.preexisting.clone(),
-            claim: Some(claim),
+            claim: None,
         }
     }
 

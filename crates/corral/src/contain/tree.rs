@@ -2,15 +2,15 @@
 //! ([`Tree`]): one enum over the backends, so the driver and the ledger see
 //! one tree whatever holds it.
 
-use std::{os::fd::AsFd, path::PathBuf};
+use std::{os::fd::AsFd, path::PathBuf, time::Duration};
 
 use tokio::time::Instant;
 
 use super::{
     cgroup::{self, Departed},
-    group,
+    group, halt,
     leader::Leader,
-    registry::Live,
+    registry::{self, Live},
     scan, subreaper,
 };
 use crate::{backend::Backend, error::Error, identity::ProcessInfo, signal::Signal, sys};
@@ -86,7 +86,7 @@ impl Prepared {
     pub(crate) fn start(self, leader: &Leader, live: &Live) -> Result<Tree, Error> {
         let live = Some(live.id());
         Ok(match self {
-            Prepared::Cgroup(leaf) => Tree::Cgroup(leaf.watch()?),
+            Prepared::Cgroup(leaf) => Tree::Cgroup(leaf.watch((leader.pid, leader.start_time))?),
             Prepared::Subreaper(claim) => Tree::Scanned(
                 scan::ScannedTree::new(
                     scan::Rule::Subreaper(subreaper::Rule::new(leader, claim)),
@@ -99,6 +99,49 @@ impl Prepared {
                     .with_leader(leader.pid, leader.start_time),
             ),
         })
+    }
+}
+
+impl Prepared {
+    /// Ends what the leader `leader` (pid and start time; our unreaped
+    /// child) started before its tree could be started (a spawn that failed
+    /// after the fork), so that nothing of it runs on: the leaf's members
+    /// (`cgroup.kill`), the leader's group while its id is provably ours (last),
+    /// the orphans re-parented to us that no other tree of this process claims
+    /// (`live`: this tree's entry in the registry), and the leader with
+    /// everything linked to it by parent pid, stopped first so that nothing
+    /// forks away (`halt.rs`). Waits up to `bound` for the leaf to empty, so
+    /// that dropping it removes it. The leader itself is left to the caller
+    /// to reap.
+    pub(crate) fn kill_unstarted(&self, leader: (i32, u64), live: u64, bound: Duration) {
+        let (pid, start_time) = leader;
+        let mut roots = vec![leader];
+        match self {
+            Prepared::Cgroup(leaf) => leaf.kill(),
+            // The group is killed after the rest: killed first, its members
+            // would orphan children that left it (`setsid`), unlinking them.
+            Prepared::Group => {}
+            Prepared::Subreaper(claim) => {
+                let rule = subreaper::Rule::for_leader(pid, start_time, claim);
+                let table = crate::identity::all_processes().unwrap_or_default();
+                let others = registry::others(Some(live));
+                roots.extend(
+                    rule.members(&table, &others, &registry::cgroup_of)
+                        .iter()
+                        .map(|stat| (stat.pid, stat.start_time)),
+                );
+            }
+        }
+        halt::stop_and_kill(&roots, &|_| true, bound);
+        match self {
+            Prepared::Cgroup(leaf) => leaf.wait_empty(bound),
+            Prepared::Group => {
+                if let Err(error) = sys::kill_group(pid, Signal::KILL) {
+                    tracing::warn!(pgid = pid, %error, "killing the leader's group failed");
+                }
+            }
+            Prepared::Subreaper(_) => {}
+        }
     }
 }
 

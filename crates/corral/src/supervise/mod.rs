@@ -97,6 +97,14 @@ fn spawn_tree(command: Command) -> Result<Child, Error> {
     if sys::children_autoreaped().unwrap_or(false) {
         return Err(Error::ChildrenAutoreaped);
     }
+    // What a cleanup needs is reserved before anything exists: out of
+    // descriptors, the spawn is refused here, never halfway with a tree
+    // running (see `RESERVED_DESCRIPTORS`).
+    let mut reserve = sys::Reserve::take(RESERVED_DESCRIPTORS).map_err(|source| Error::Os {
+        what: "reserving the descriptors a cleanup needs (nothing was started; raise the \
+               open-file limit, `ulimit -n`, or close descriptors)",
+        source,
+    })?;
     let mut registration = Registration::new(&command);
     let prepared = contain::prepare(
         command.backend,
@@ -144,11 +152,14 @@ fn spawn_tree(command: Command) -> Result<Child, Error> {
         stderr: stderr_fd,
         ..
     } = launched;
-    // From here on, any error undoes the spawn: the guard kills the tree and
-    // the leader, and reaps the leader.
-    let mut undo = Undo::arm(&pidfd)?;
-    let leader = open_leader(pid, pidfd)?;
-    undo.tree = Some(prepared.start(&leader, &live)?);
+    // From here on, any error undoes the spawn: the guard kills the tree (or,
+    // before it is started, whatever the leader started), and the leader, and
+    // reaps the leader. Half of the reserve is for the steps below, the rest
+    // for the cleanup: the guard's, or the supervisor's.
+    reserve.release(RESERVED_DESCRIPTORS / 2);
+    let mut undo = Undo::arm(&pidfd, pid, &live, prepared, reserve)?;
+    let leader = crate::fault::after_launch().and_then(|()| open_leader(pid, pidfd))?;
+    undo.start(&leader, &live)?;
     registration.spawned(&leader);
     let limit = command.capture_limit;
     let (stdout_reader, stdout) = reader_for(stdout_fd, command.stdout, limit)?;
@@ -161,7 +172,7 @@ fn spawn_tree(command: Command) -> Result<Child, Error> {
             })
         })
         .transpose()?;
-    let tree = undo.disarm();
+    let (tree, reserve) = undo.disarm();
     let cgroup = tree.cgroup_path();
     tracing::debug!(pid, %backend, program = %command.program(), "spawned");
     let stdout_tap = stdout_reader.as_ref().map(Reader::tap);
@@ -174,6 +185,7 @@ fn spawn_tree(command: Command) -> Result<Child, Error> {
     let (sender, receiver) = oneshot::channel();
     let supervision = Supervision {
         tree,
+        reserve: Some(reserve),
         limits,
         live: Some(live),
         leader,
@@ -210,22 +222,48 @@ fn spawn_tree(command: Command) -> Result<Child, Error> {
     })
 }
 
-/// Undoes a half-done spawn when dropped armed: kills the tree (if it was
-/// started) and the leader, and reaps the leader. Holds its own pidfd of the
-/// leader, so the leader stays ours whatever the spawn did with the other.
+/// How many descriptors a tree holds in reserve for its cleanup: a cleanup
+/// opens at most a few at a time (`cgroup.kill`, a `/proc` file and its
+/// directory, a pidfd), and the spawn's last steps as many again.
+const RESERVED_DESCRIPTORS: usize = 8;
+
+/// Undoes a half-done spawn when dropped armed: kills the tree (once
+/// started; before that, what the leader started, through the prepared
+/// containment: [`Prepared::kill_unstarted`](contain::Prepared::kill_unstarted))
+/// and the leader, and reaps the leader. Holds its own pidfd of the leader,
+/// so the leader stays ours whatever the spawn did with the other, and the
+/// descriptors the cleanup needs.
 struct Undo {
     pidfd: Option<OwnedFd>,
+    /// The leader's pid: our unreaped child until this guard reaps it, so
+    /// the number (and its process group's) stays the leader's.
+    pid: i32,
+    /// The tree's entry in the registry of this process's trees.
+    live: u64,
+    prepared: Option<contain::Prepared>,
     tree: Option<Tree>,
+    reserve: sys::Reserve,
 }
 
 impl Undo {
-    fn arm(pidfd: &OwnedFd) -> Result<Self, Error> {
+    fn arm(
+        pidfd: &OwnedFd,
+        pid: i32,
+        live: &contain::Live,
+        prepared: contain::Prepared,
+        reserve: sys::Reserve,
+    ) -> Result<Self, Error> {
         match pidfd.try_clone() {
             Ok(own) => Ok(Self {
                 pidfd: Some(own),
+                pid,
+                live: live.id(),
+                prepared: Some(prepared),
                 tree: None,
+                reserve,
             }),
             Err(source) => {
+                prepared.kill_unstarted(leader_identity(pid), live.id(), UNDO_BOUND);
                 sys::kill_and_reap(pidfd.as_fd());
                 Err(Error::Os {
                     what: "duplicating the leader's pidfd",
@@ -235,22 +273,51 @@ impl Undo {
         }
     }
 
-    /// The spawn is complete: the tree, for its supervisor.
-    fn disarm(mut self) -> Tree {
+    /// Starts the tree of the prepared containment, now that the leader is
+    /// held.
+    fn start(&mut self, leader: &Leader, live: &contain::Live) -> Result<(), Error> {
+        let prepared = self.prepared.take().expect("started once");
+        self.tree = Some(prepared.start(leader, live)?);
+        Ok(())
+    }
+
+    /// The spawn is complete: the tree and the cleanup's reserve, for its
+    /// supervisor.
+    fn disarm(mut self) -> (Tree, sys::Reserve) {
         self.pidfd = None;
-        self.tree
+        let tree = self
+            .tree
             .take()
-            .expect("the tree was started before the spawn completed")
+            .expect("the tree was started before the spawn completed");
+        (tree, std::mem::take(&mut self.reserve))
     }
 }
+
+/// The leader's identity, read while it is our unreaped child (so its pid
+/// is its own); a start time of 0 where `/proc` cannot be read, which
+/// still names it (no process started before the leader's parent).
+fn leader_identity(pid: i32) -> (i32, u64) {
+    (
+        pid,
+        identity::read_stat(pid).map_or(0, |stat| stat.start_time),
+    )
+}
+
+/// How long a half-done spawn's cleanup waits for its processes to stop and
+/// for the leaf to empty.
+const UNDO_BOUND: Duration = Duration::from_millis(500);
 
 impl Drop for Undo {
     fn drop(&mut self) {
         let Some(pidfd) = self.pidfd.take() else {
             return;
         };
+        // The cleanup may need every descriptor held back for it.
+        std::mem::take(&mut self.reserve);
         if let Some(tree) = &mut self.tree {
             tree.kill_now();
+        } else if let Some(prepared) = &self.prepared {
+            prepared.kill_unstarted(leader_identity(self.pid), self.live, UNDO_BOUND);
         }
         sys::kill_and_reap(pidfd.as_fd());
         if let Some(tree) = &mut self.tree {
@@ -310,6 +377,8 @@ fn open_leader(pid: i32, pidfd: OwnedFd) -> Result<Leader, Error> {
 /// The state of one supervised tree, owned by its task.
 struct Supervision {
     tree: Tree,
+    /// Descriptors held back for the cleanup, given back when it starts.
+    reserve: Option<sys::Reserve>,
     /// The limits in force on the tree, if it has any.
     limits: Option<AppliedLimits>,
     /// The tree's entry in the registry of this process's trees: dropped
@@ -336,6 +405,8 @@ struct Supervision {
 impl Supervision {
     async fn run(mut self) -> Finished {
         let trigger = self.wait_for_trigger().await;
+        // The cleanup may need every descriptor held back for it.
+        self.reserve = None;
         // What is sent from now on is not passed on: the policy decides.
         self.forward.close();
         let triggered = Instant::now();
@@ -543,6 +614,13 @@ impl Supervision {
              cannot leave",
             departed.killed.len()
         ));
+        if departed.not_stopped > 0 {
+            report.notes.push(format!(
+                "{} of them did not stop when told to (stuck in the kernel): what they \
+                 forked meanwhile may have escaped unnamed",
+                departed.not_stopped
+            ));
+        }
         report.left_cgroup = departed.killed;
         report.survivors.extend(departed.surviving);
     }
@@ -568,6 +646,7 @@ impl Drop for Supervision {
         if self.finished {
             return;
         }
+        self.reserve = None;
         self.tree.kill_now();
         let until = std::time::Instant::now() + Duration::from_millis(200);
         while std::time::Instant::now() < until {

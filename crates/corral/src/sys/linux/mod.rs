@@ -122,6 +122,40 @@ pub(crate) fn kill(raw: i32, signal: Signal) -> io::Result<()> {
     )?)
 }
 
+/// Descriptors held in reserve: taken before a command starts and given
+/// back when its cleanup needs them, so a process that runs out of
+/// descriptors meanwhile (its own, or a host's other work) can still end
+/// the tree. Each is a duplicate of an `O_PATH` descriptor of `/`, which
+/// grants nothing.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/fcntl.2.html> (`F_DUPFD_CLOEXEC`)
+#[derive(Debug, Default)]
+pub(crate) struct Reserve(Vec<OwnedFd>);
+
+impl Reserve {
+    /// Takes `count` descriptors; `EMFILE` (or `ENFILE`) if they are not there.
+    pub(crate) fn take(count: usize) -> io::Result<Self> {
+        use rustix::fs::{Mode, OFlags};
+        let mut held = Vec::with_capacity(count);
+        if count == 0 {
+            return Ok(Self(held));
+        }
+        let first = rustix::fs::open("/", OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
+        for _ in 1..count {
+            held.push(rustix::io::fcntl_dupfd_cloexec(&first, 0)?);
+        }
+        held.push(first);
+        Ok(Self(held))
+    }
+
+    /// Gives `count` of them back (all, if fewer are held).
+    pub(crate) fn release(&mut self, count: usize) {
+        let keep = self.0.len().saturating_sub(count);
+        self.0.truncate(keep);
+    }
+}
+
 /// `kill(-pgid, sig)`: only while the group's leader is our unreaped child, so
 /// the group id cannot have been reused.
 ///

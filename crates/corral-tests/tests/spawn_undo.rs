@@ -1,0 +1,98 @@
+//! A spawn that fails after its leader started leaves nothing: the tree the
+//! leader started meanwhile is ended before the error returns, and a spawn
+//! short of descriptors is refused before anything starts.
+//!
+//! The failure is injected (`fail-after-launch`, the `fault-injection`
+//! feature): the spawn fails at the point where running out of descriptors
+//! or memory used to leave the tree running (`reading the leader's /proc
+//! entry: Too many open files`), once the command has started its escapees
+//! and said so by creating a file. Each test runs its body in a child
+//! process, since the faults are read once per process.
+
+mod common;
+#[allow(dead_code)] // Only part of the fault tests' support is needed here.
+#[path = "faults/support.rs"]
+mod support;
+
+use std::{ffi::OsStr, time::Duration};
+
+use corral::{Backend, BackendChoice, Command, Error};
+use corral_tests::{Guard, Proc, Scratch, this_process::become_subreaper, wait_until_async};
+use support::{MARK, Run, in_child_with, leaves, marked, reap_orphans, runtime};
+
+/// A tree with a `setsid` child, a TERM-ignoring child, a double-forked
+/// orphan and the leader itself, all marked; it creates `$WHEN` once they
+/// have all been started.
+const ESCAPES: &str = "setsid sleep 300 & (trap '' TERM; sleep 300) & \
+                       (sh -c 'sleep 300 &' &); sleep 0.05; : > \"$WHEN\"; exec sleep 300";
+
+fn fails_after_launch_and_leaves_nothing(name: &str, backend: Backend) {
+    let scratch = Scratch::new(name);
+    let when = scratch.path("started");
+    let env: [(&str, &OsStr); 1] = [("CORRAL_FAULT_WHEN", when.as_os_str())];
+    let Run::Body = in_child_with(name, "fail-after-launch", false, &env) else {
+        return;
+    };
+    if backend == Backend::Subreaper {
+        become_subreaper();
+        corral::claim_subreaper();
+    }
+    runtime().block_on(async {
+        let mark = format!("{name}-{}", std::process::id());
+        let result = Command::new("sh")
+            .args(["-c", ESCAPES])
+            .env("WHEN", std::env::var_os("CORRAL_FAULT_WHEN").expect("set"))
+            .env(MARK, &mark)
+            .backend(BackendChoice::Only(backend))
+            .spawn()
+            .await;
+        match result {
+            Err(Error::BackendUnavailable { reason, .. }) => {
+                return println!("SKIPPED: {backend} is not available here: {reason}");
+            }
+            Err(error) => println!("{backend}: {error}"),
+            Ok(_) => panic!("{backend}: the injected fault did not fire"),
+        }
+        // What `SIGKILL` was sent to is gone within moments; what was not,
+        // runs on.
+        let gone = wait_until_async(Duration::from_secs(5), || {
+            reap_orphans();
+            marked(&mark).is_empty()
+        })
+        .await;
+        let left = marked(&mark);
+        let _cleanup = Guard::of(left.iter().map(|stat| Proc {
+            pid: stat.pid,
+            start_time: stat.start_time,
+        }));
+        assert!(
+            gone,
+            "{backend}: the tree runs on after the failed spawn: {left:?}"
+        );
+        assert!(leaves().is_empty(), "{backend}: a cgroup leaf was left");
+    });
+}
+
+#[test]
+fn a_spawn_failing_after_the_leader_started_leaves_nothing_cgroup() {
+    fails_after_launch_and_leaves_nothing(
+        "a_spawn_failing_after_the_leader_started_leaves_nothing_cgroup",
+        Backend::Cgroup,
+    );
+}
+
+#[test]
+fn a_spawn_failing_after_the_leader_started_leaves_nothing_group() {
+    fails_after_launch_and_leaves_nothing(
+        "a_spawn_failing_after_the_leader_started_leaves_nothing_group",
+        Backend::Group,
+    );
+}
+
+#[test]
+fn a_spawn_failing_after_the_leader_started_leaves_nothing_subreaper() {
+    fails_after_launch_and_leaves_nothing(
+        "a_spawn_failing_after_the_leader_started_leaves_nothing_subreaper",
+        Backend::Subreaper,
+    );
+}
