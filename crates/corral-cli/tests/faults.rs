@@ -620,3 +620,54 @@ fn watchdog_fork_refused_is_a_note_and_the_run_still_ends_the_tree() {
     );
     println!("{refused}");
 }
+
+/// Out of descriptors at any point of a run (`RLIMIT_NOFILE` from 8 to 40,
+/// so the first refusal lands at each step in turn: start-up, the spawn,
+/// its last steps after the fork, supervision, the cleanup): `corral run`
+/// either runs the tree and ends it on time (124), or fails with a message
+/// (125); in no case does any process of the tree run on. Before the
+/// cleanup's descriptors were reserved ahead of the spawn, a refusal just
+/// after the fork (`reading the leader's /proc entry: Too many open
+/// files`) left 2 or 3 processes of the tree running.
+#[test]
+fn out_of_descriptors_at_any_step_the_tree_never_runs_on() {
+    let token = format!("300.{}1", std::process::id());
+    let tree = "setsid sleep \"$T\" & (trap '' TERM; sleep \"$T\") & \
+                (sh -c 'sleep \"$T\" &' &); sleep \"$T\"";
+    let mut outcomes = Vec::new();
+    for limit in 8..=40 {
+        let output = Command::new("prlimit")
+            .arg(format!("--nofile={limit}:{limit}"))
+            .arg("--")
+            .arg(corral_path())
+            .args(["run", "-t", "0.3", "-k", "0.1", "--", "sh", "-c", tree])
+            .env("T", &token)
+            .stdin(Stdio::null())
+            .output()
+            .expect("prlimit");
+        let code = output.status.code();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        let left = corral_tests::proc::with_argument(&token);
+        let _cleanup = Guard::of(left.clone());
+        assert!(
+            left.is_empty(),
+            "limit {limit}: {} process(es) of the tree run on after corral exited {code:?}: \
+             {stderr}",
+            left.len()
+        );
+        match code {
+            Some(124) => {}
+            Some(125) => assert!(
+                stderr.starts_with("corral: "),
+                "limit {limit}: 125 without a message: {stderr:?}"
+            ),
+            other => panic!("limit {limit}: exit {other:?}: {stderr}"),
+        }
+        outcomes.push((limit, code));
+    }
+    println!("(limit, exit) per run: {outcomes:?}");
+    assert!(
+        outcomes.iter().any(|&(_, code)| code == Some(124)),
+        "no limit let the tree run: {outcomes:?}"
+    );
+}

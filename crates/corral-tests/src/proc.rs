@@ -137,3 +137,37 @@ pub fn has_signal(mask: u64, n: i32) -> bool {
 pub fn count_alive(procs: &[Proc]) -> usize {
     procs.iter().filter(|p| p.is_alive()).count()
 }
+
+/// The running processes that have `argument` as one of their command-line
+/// arguments: a token only one test's processes carry, so that what they
+/// left running is found without a look at anyone else's.
+pub fn with_argument(argument: &str) -> Vec<Proc> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if cmdline
+            .split(|&b| b == 0)
+            .any(|arg| arg == argument.as_bytes())
+            && let Some(stat) = stat(pid)
+            && stat.is_running()
+        {
+            found.push(Proc {
+                pid,
+                start_time: stat.start_time,
+            });
+        }
+    }
+    found
+}

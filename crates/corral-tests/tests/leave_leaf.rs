@@ -344,7 +344,7 @@ async fn a_departed_member_forking_in_a_loop_leaves_nothing() {
         };
         let left = left_cgroup(&run.finished);
         let _cleanup_left = Guard::of(left.clone());
-        let survivors = processes_with_argument(&token);
+        let survivors = corral_tests::proc::with_argument(&token);
         let _cleanup_survivors = Guard::of(survivors.clone());
         assert!(
             survivors.is_empty(),
@@ -355,36 +355,6 @@ async fn a_departed_member_forking_in_a_loop_leaves_nothing() {
         assert!(left.contains(&run.procs[0]), "{:?}", run.finished.report);
         assert_contained(&run.finished, run.took, &run.leaf);
     }
-}
-
-/// The running processes whose command line has `argument` (a token only
-/// this test's processes carry).
-fn processes_with_argument(argument: &str) -> Vec<Proc> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        if cmdline
-            .split(|&b| b == 0)
-            .any(|arg| arg == argument.as_bytes())
-            && let Some(stat) = corral_tests::proc::stat(pid)
-            && stat.is_running()
-        {
-            found.push(Proc {
-                pid,
-                start_time: stat.start_time,
-            });
-        }
-    }
-    found
 }
 
 /// A leader that leaves its leaf at once, before corral could list it, is

@@ -99,6 +99,17 @@ pub fn close_on_exec(fd: i32) -> io::Result<()> {
     sys::set_cloexec(fd)
 }
 
+/// Whether `count` more descriptors can be opened now (taken and given back
+/// at once): for a front end to refuse, with a message, to start where its
+/// runtime could not open what it needs (tokio panics when its signal
+/// driver's socket pair cannot be made).
+///
+/// # Errors
+/// `EMFILE` or `ENFILE` if they are not there.
+pub fn spare_descriptors(count: usize) -> io::Result<()> {
+    crate::sys::Reserve::take(count).map(drop)
+}
+
 /// This process's parent's pid, as read now.
 pub fn parent_pid() -> i32 {
     sys::getppid()

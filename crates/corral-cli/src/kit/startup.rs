@@ -47,6 +47,11 @@ pub fn supervisor(report: &ReportArgs, verbose: bool) -> anyhow::Result<Option<S
     Sink::open(report.report.as_deref(), report.report_fd)
 }
 
+/// The descriptors free at start-up that a supervising `corral` needs
+/// before its first spawn reserves its own: the runtime's (its poller, its
+/// waker, the signal driver's socket pair), the signal streams', the log's.
+const SPARE_DESCRIPTORS: usize = 16;
+
 /// Runs `work` on a current-thread runtime in a process that does nothing
 /// but supervise (so the subreaper backend is fair game for `auto`), then
 /// stops the watchdog without waiting for it: every tree is gone by then,
@@ -54,8 +59,16 @@ pub fn supervisor(report: &ReportArgs, verbose: bool) -> anyhow::Result<Option<S
 /// end-of-file; init reaps it).
 ///
 /// # Errors
-/// If the runtime cannot be started, or as `work`.
+/// If too few descriptors are free, if the runtime cannot be started, or
+/// as `work`.
 pub fn supervise(work: impl Future<Output = anyhow::Result<Status>>) -> anyhow::Result<Status> {
+    corral::host::spare_descriptors(SPARE_DESCRIPTORS).with_context(|| {
+        format!(
+            "corral needs {SPARE_DESCRIPTORS} free file descriptors to start and supervise a \
+             tree (nothing was started); raise the open-file limit (ulimit -n) or close \
+             inherited descriptors"
+        )
+    })?;
     corral::claim_subreaper();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
