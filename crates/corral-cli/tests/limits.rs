@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::{path::Path, process::Stdio};
+use std::{ffi::OsStr, path::Path, process::Stdio};
 
 use common::{corral, shell_status};
 use corral::LimitKind;
@@ -587,4 +587,233 @@ fn a_per_process_limit_above_the_hard_limit_is_refused_without_root() {
         stderr.contains(&format!("hard limit of {hard}")),
         "{stderr}"
     );
+}
+
+/// `corral` with `CORRAL_CGROUP_PARENT` set to `parent`, or unset.
+fn corral_in(parent: Option<&OsStr>) -> std::process::Command {
+    let mut command = corral();
+    match parent {
+        Some(parent) => command.env("CORRAL_CGROUP_PARENT", parent),
+        None => command.env_remove("CORRAL_CGROUP_PARENT"),
+    };
+    command
+}
+
+/// `corral capabilities --json`, with `CORRAL_CGROUP_PARENT` set to `parent`.
+fn capabilities_json(parent: Option<&OsStr>) -> Value {
+    let output = corral_in(parent)
+        .args(["capabilities", "--json"])
+        .output()
+        .expect("run corral capabilities");
+    serde_json::from_slice(&output.stdout).expect("capabilities JSON")
+}
+
+/// Issue 22, finding 5: where leaves go under a cgroup other than the root
+/// that holds processes (the default layout, without
+/// `CORRAL_CGROUP_PARENT`, in the QEMU lane: corral's own cgroup `/init`;
+/// under systemd: a session or a service), `corral capabilities` called the
+/// process limit available, and `corral run --max-procs` enabled `pids`
+/// there, which made that cgroup a thread root: the leader was refused in
+/// its leaf with a bare `Operation not supported`, and so was every later
+/// tree. The two must agree, in the default layout and in the one
+/// `CORRAL_CGROUP_PARENT` names (if set): the limit available and the run
+/// applies it, or unavailable with the reason, and the run refused with 125
+/// and that reason before anything runs; either way leaves still hold
+/// trees afterwards.
+#[test]
+fn capabilities_and_a_run_with_a_process_limit_agree() {
+    let configured = std::env::var_os("CORRAL_CGROUP_PARENT").filter(|v| !v.is_empty());
+    agree(None);
+    if let Some(parent) = configured {
+        agree(Some(&parent));
+    }
+}
+
+/// The body of [`capabilities_and_a_run_with_a_process_limit_agree`] for one
+/// layout.
+fn agree(layout: Option<&OsStr>) {
+    let scratch = Scratch::new("cli-limits-agree");
+    let capabilities = capabilities_json(layout);
+    let processes = capabilities["limits"]
+        .as_array()
+        .and_then(|all| all.iter().find(|l| l["limit"] == "processes"))
+        .expect("the processes limit is listed")
+        .clone();
+    let marker = scratch.path("ran");
+    let report_path = scratch.path("report.json");
+    let output = corral_in(layout)
+        .args(["run", "--max-procs", "32", "--report"])
+        .arg(&report_path)
+        .arg("--")
+        .arg("touch")
+        .arg(&marker)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run corral");
+    let (status, stderr) = (
+        shell_status(output.status),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    if processes["available"] == true {
+        assert_eq!(
+            status, 0,
+            "{layout:?}: capabilities calls the process limit available, but the run failed: \
+             {stderr}"
+        );
+        let report = read_report(&report_path);
+        assert_eq!(report["limits"]["applied"][0], "pids.max=32", "{report}");
+        assert!(marker.exists(), "{layout:?}: the command did not run");
+    } else {
+        let detail = processes["detail"].as_str().expect("a reason");
+        assert_eq!(status, 125, "{layout:?}: {stderr}");
+        assert!(
+            stderr.contains("cannot enforce the max processes limit") && stderr.contains(detail),
+            "{layout:?}: the run's refusal does not give capabilities' reason {detail:?}: \
+             {stderr}"
+        );
+        assert!(!marker.exists(), "{layout:?}: the command ran");
+    }
+    let Some(parent) = capabilities["cgroup_parent"].as_str().map(Path::new) else {
+        return;
+    };
+    // A parent other than the root that holds processes can give no leaf a
+    // controller: the reason names it and the fix.
+    let procs = std::fs::read_to_string(parent.join("cgroup.procs")).unwrap_or_default();
+    if parent.join("cgroup.type").exists() && !procs.trim().is_empty() {
+        let detail = processes["detail"].as_str().unwrap_or_default();
+        assert_eq!(processes["available"], false, "{processes}");
+        assert!(
+            detail.contains("holds processes") && detail.contains("CORRAL_CGROUP_PARENT"),
+            "{detail}"
+        );
+    }
+    // Nothing was left that stops later trees: the parent is still a plain
+    // domain, and a tree still starts in a leaf there.
+    if parent.join("cgroup.type").exists() {
+        let kind = std::fs::read_to_string(parent.join("cgroup.type")).expect("cgroup.type");
+        assert_eq!(
+            kind.trim(),
+            "domain",
+            "{} became {kind:?}",
+            parent.display()
+        );
+    }
+    let output = corral_in(layout)
+        .args(["run", "--backend", "cgroup", "--", "true"])
+        .output()
+        .expect("run corral");
+    assert!(
+        output.status.success(),
+        "{layout:?}: a tree without limits no longer starts: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A parent whose leaves the kernel refuses processes in (a thread root:
+/// here a cgroup with a threaded child; also one that holds processes and
+/// hands `pids` or `cpu` down) is found by `capabilities`, which starts a
+/// process in a real leaf: the cgroup backend and the limits are
+/// unavailable with the reason. A run there is refused with 125 naming the
+/// cause and the fix, not a bare `Operation not supported`; nothing runs,
+/// and neither leaves a cgroup behind.
+#[test]
+fn a_parent_whose_leaves_cannot_hold_processes_is_named_by_capabilities_and_run() {
+    let Some(parent) = TestCgroup::new("thread-root") else {
+        return;
+    };
+    // A threaded child makes the parent a thread root (`domain threaded`):
+    // its domain children, corral's leaves, are `domain invalid`.
+    let threaded = parent.0.join("threaded");
+    std::fs::create_dir(&threaded).expect("a child cgroup");
+    let made = std::fs::write(threaded.join("cgroup.type"), "threaded");
+    let cleanup = scopeguard(&threaded);
+    made.expect("making the child threaded");
+    let kind = std::fs::read_to_string(parent.0.join("cgroup.type")).expect("cgroup.type");
+    assert_eq!(kind.trim(), "domain threaded");
+
+    let capabilities = capabilities_json(Some(parent.0.as_os_str()));
+    let cgroup = capabilities["backends"]
+        .as_array()
+        .and_then(|all| all.iter().find(|b| b["backend"] == "cgroup"))
+        .expect("the cgroup backend is listed");
+    assert_eq!(cgroup["available"], false, "{capabilities}");
+    let detail = cgroup["detail"].as_str().expect("a reason");
+    assert!(
+        detail.contains("domain threaded") && detail.contains("CORRAL_CGROUP_PARENT"),
+        "{detail}"
+    );
+    for limit in capabilities["limits"].as_array().expect("limits") {
+        assert_eq!(limit["available"], false, "{limit}");
+    }
+
+    let scratch = Scratch::new("cli-thread-root");
+    let marker = scratch.path("ran");
+    for args in [
+        &["run", "--backend", "cgroup", "--"][..],
+        &["run", "--max-procs", "8", "--"][..],
+    ] {
+        let output = corral()
+            .env("CORRAL_CGROUP_PARENT", &parent.0)
+            .args(args)
+            .arg("touch")
+            .arg(&marker)
+            .output()
+            .expect("run corral");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(shell_status(output.status), 125, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("domain threaded") && stderr.contains("CORRAL_CGROUP_PARENT"),
+            "{args:?}: the cause and the fix are not named: {stderr}"
+        );
+        assert!(!marker.exists(), "{args:?}: the command ran");
+    }
+    // corral itself in that cgroup, without CORRAL_CGROUP_PARENT: its
+    // leaves would go there, so `Auto` takes another backend, and
+    // `--backend cgroup` is refused with the reason.
+    let report = scratch.path("auto.json");
+    let inside = |args: &str| {
+        let script = format!(
+            "echo $$ > {}/cgroup.procs && exec \"$0\" run {args} -- touch {}",
+            parent.0.display(),
+            marker.display()
+        );
+        std::process::Command::new("sh")
+            .args(["-c", &script])
+            .arg(common::corral_path())
+            .env_remove("CORRAL_CGROUP_PARENT")
+            .output()
+            .expect("run corral inside the cgroup")
+    };
+    let output = inside(&format!("--report {}", report.display()));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(shell_status(output.status), 0, "{stderr}");
+    let auto = read_report(&report);
+    assert_ne!(auto["backend"], "cgroup", "{auto}");
+    assert!(marker.exists(), "the command did not run");
+    std::fs::remove_file(&marker).expect("remove the marker");
+    let output = inside("--backend cgroup");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(shell_status(output.status), 125, "{stderr}");
+    assert!(stderr.contains("domain threaded"), "{stderr}");
+    assert!(!marker.exists(), "--backend cgroup: the command ran");
+
+    let left: Vec<_> = std::fs::read_dir(&parent.0)
+        .expect("read the test cgroup")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()) && e.file_name() != "threaded")
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "cgroups left behind: {left:?}");
+    drop(cleanup);
+}
+
+/// Removes the cgroup `dir` when dropped (before its parent's guard).
+fn scopeguard(dir: &Path) -> impl Drop + '_ {
+    struct Remove<'a>(&'a Path);
+    impl Drop for Remove<'_> {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir(self.0);
+        }
+    }
+    Remove(dir)
 }

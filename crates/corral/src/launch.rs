@@ -460,6 +460,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_leader_its_leaf_refused_is_a_cgroup_error_with_the_reason() {
+        let refused = io::Error::new(
+            io::ErrorKind::Unsupported,
+            LeafRefused {
+                leaf: PathBuf::from("/sys/fs/cgroup/init/corral-1-2"),
+                reason: "the reason; set CORRAL_CGROUP_PARENT".to_owned(),
+            },
+        );
+        match spawn_error(&Command::new("sh"), refused) {
+            Error::Cgroup { path, source } => {
+                assert_eq!(path, Path::new("/sys/fs/cgroup/init/corral-1-2"));
+                assert_eq!(source.to_string(), "the reason; set CORRAL_CGROUP_PARENT");
+            }
+            other => panic!("expected Error::Cgroup, got {other:?}"),
+        }
+        // Any other refusal stays a spawn error.
+        assert!(matches!(
+            spawn_error(&Command::new("sh"), io::Error::from_raw_os_error(95)),
+            Error::Spawn { .. }
+        ));
+    }
+
+    #[test]
     fn resolves_like_execvp() {
         let found = resolve(
             OsStr::new("sh"),

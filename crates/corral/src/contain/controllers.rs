@@ -603,6 +603,68 @@ mod tests {
         assert_eq!(count_cpus("x"), None);
     }
 
+    /// A directory with a cgroup's files as plain files: `check` only reads
+    /// them (and opens `cgroup.subtree_control` for writing).
+    fn fake_cgroup(files: &[(&str, &str)]) -> PathBuf {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir =
+            std::env::temp_dir().join(format!("corral-fake-cgroup-{}-{n}", std::process::id()));
+        fs::create_dir_all(&dir).expect("a scratch directory");
+        for (name, text) in files {
+            fs::write(dir.join(name), text).expect("a cgroup file");
+        }
+        dir
+    }
+
+    #[test]
+    fn a_parent_other_than_the_root_that_holds_processes_gives_no_controller() {
+        let all = ("cgroup.controllers", "cpu io memory pids\n");
+        let busy = fake_cgroup(&[
+            all,
+            ("cgroup.type", "domain\n"),
+            ("cgroup.procs", "1\n42\n"),
+            ("cgroup.subtree_control", ""),
+        ]);
+        for controller in ["pids", "cpu", "memory"] {
+            let error = check(&busy, controller, "").expect_err(controller);
+            assert!(error.contains("holds processes"), "{error}");
+            assert!(error.contains(PARENT_VARIABLE), "{error}");
+        }
+        let threaded = check(&busy, "pids", "").expect_err("pids");
+        assert!(threaded.contains("thread root"), "{threaded}");
+        // Enabled already, with processes: a thread root, whose leaves refuse
+        // every process.
+        fs::write(busy.join("cgroup.subtree_control"), "pids\n").expect("write");
+        assert!(check(&busy, "pids", "").is_err());
+        // A thread root, or a threaded cgroup: no leaf holds a process.
+        let root_of_threads = fake_cgroup(&[all, ("cgroup.type", "domain threaded\n")]);
+        let error = check(&root_of_threads, "cpu", "").expect_err("domain threaded");
+        assert!(error.contains("\"domain threaded\""), "{error}");
+        // The root cgroup (no cgroup.type) is exempt; an empty parent is fine.
+        let root = fake_cgroup(&[all, ("cgroup.procs", "1\n"), ("cgroup.subtree_control", "")]);
+        assert_eq!(check(&root, "pids", ""), Ok(Ready::CanEnable));
+        let empty = fake_cgroup(&[
+            all,
+            ("cgroup.type", "domain\n"),
+            ("cgroup.procs", ""),
+            ("cgroup.subtree_control", "pids\n"),
+        ]);
+        assert_eq!(check(&empty, "pids", ""), Ok(Ready::Enabled));
+        assert_eq!(check(&empty, "memory", ""), Ok(Ready::CanEnable));
+        for dir in [busy, root_of_threads, root, empty] {
+            let _ = fs::remove_dir_all(dir);
+        }
+    }
+
+    #[test]
+    fn a_leaf_without_a_controller_its_parent_hands_down_is_no_probe_success() {
+        let parent = Path::new("/sys/fs/cgroup/p");
+        assert_eq!(probe(parent, "pids", Ready::Enabled, "cpu pids\n"), Ok(()));
+        assert!(probe(parent, "pids", Ready::Enabled, "cpu\n").is_err());
+        assert_eq!(probe(parent, "pids", Ready::CanEnable, ""), Ok(()));
+    }
+
     #[test]
     fn listed_matches_whole_names() {
         assert!(listed("cpuset cpu io memory pids", "cpu"));
