@@ -809,6 +809,56 @@ backend_tests!(hopper(false) {
     hopping_background_process_is_contained_or_reported_subreaper: Subreaper,
 });
 
+/// How long a breeder (`fixture breed`) forks before it gives up by itself.
+const BREED_SECS: &str = "2";
+
+/// A member that left the tree's process group (`setsid`) and forks all the
+/// time is stopped, with everything it forked, before it is killed. Killed
+/// as a walk found it, it forks on between that walk and its `SIGKILL`, and
+/// its death orphans those children where nothing links them to the tree:
+/// out of the group, re-parented away (the group backend has no subreaper).
+/// The kill stops members to a fixed point first, and a stopped process
+/// cannot fork (`ScannedTree::freeze`). The breeder ignores `SIGTERM`, so
+/// the kill is what ends it; a child of it that outlives it says so.
+async fn breeder(backend: Backend) {
+    let out = std::env::temp_dir().join(format!("corral-breeder-{}-{backend}", std::process::id()));
+    let _ = std::fs::remove_file(&out);
+    let result = Command::new(fixture_path())
+        .args(["breed", BREED_SECS])
+        .arg(&out)
+        .backend(BackendChoice::Only(backend))
+        .grace(GRACE)
+        .final_bound(FINAL)
+        .timeout(Duration::from_millis(500))
+        .run()
+        .await;
+    let Some(finished) = or_skip(result, backend) else {
+        return;
+    };
+    let procs = parse_ready(finished.stdout.text().lines().next().unwrap_or_default());
+    let _cleanup = Guard::of(procs);
+    // The breeding has ended by now; an orphan that outlived the call said so.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let survived = out.exists();
+    let _ = std::fs::remove_file(&out);
+    assert!(
+        !survived,
+        "a child forked while the tree was killed outlived the call; report: {:?}",
+        finished.report
+    );
+    assert!(
+        finished.report.survivors.is_empty(),
+        "{:?}",
+        finished.report
+    );
+}
+
+backend_tests!(breeder() {
+    a_member_forking_outside_the_group_is_stopped_whole_cgroup: Cgroup,
+    a_member_forking_outside_the_group_is_stopped_whole_group: Group,
+    a_member_forking_outside_the_group_is_stopped_whole_subreaper: Subreaper,
+});
+
 /// Waiting for the tree to empty is driven by the kernel's notification
 /// (cgroup: `cgroup.events`) or a backed-off poll (scanned backends), so a
 /// one-second grace costs the supervisor little CPU. A wait that returned at

@@ -30,6 +30,7 @@
 //! | `hog MIB`                | a setsid child sleeps forever; ready with both; then allocates and touches MIB MiB, 1 MiB at a time; prints `hog-done` and sleeps forever |
 //! | `spin N`                 | N children (odd ones call setsid()) and the leader busy-loop for 600 s; ready with all |
 //! | `hop SECS OUT`           | ready; then "hops" for SECS: forks, and the parent exits at once, over and over; the last one alive writes `survived` to the file OUT and exits 0 |
+//! | `breed SECS OUT`         | a child calls setsid(), ignores SIGTERM and SIGCHLD (its children are reaped by the kernel) and detaches stdio; ready with both; for SECS it forks a child every 100 µs (a refused fork is retried), each living 20 ms, and outlives the last by 100 ms; a child whose parent is gone by then (orphaned: it was forked just before the breeder was killed) sleeps until SECS have passed, writes `survived` to the file OUT and exits 0; the leader sleeps forever |
 //!
 //! Bad arguments print a one-line usage error on stderr and exit with 2.
 
@@ -47,7 +48,7 @@ use sys::{Fork, ReportPipe};
 /// The one-line usage text for an unknown mode.
 const MODES: &str = "MODE [ARGS...] with MODE one of: exit, kill-self, sleep, echo-stdin, \
                      ignore-term, fork, setsid, daemon, leave-children, hold-stdout, slow-die, \
-                     flood, fork-storm, tree-ignore, tree-exit, hop, fork-bomb, hog, spin";
+                     flood, fork-storm, tree-ignore, tree-exit, hop, breed, fork-bomb, hog, spin";
 
 /// A usage error: the expected command line for the mode.
 type Usage = &'static str;
@@ -88,6 +89,7 @@ fn run(args: &[OsString]) -> Result<(), Usage> {
         "tree-ignore" => tree_ignore(args("tree-ignore N")),
         "tree-exit" => tree_exit(args("tree-exit N")),
         "hop" => hop(args("hop SECS OUT")),
+        "breed" => breed(args("breed SECS OUT")),
         "fork-bomb" => fork_bomb(args("fork-bomb SECS")),
         "hog" => hog(args("hog MIB")),
         "spin" => spin(args("spin N")),
@@ -327,6 +329,52 @@ fn hop(mut args: Args) -> Result<(), Usage> {
         sys::die("writing OUT", err);
     }
     Ok(())
+}
+
+fn breed(mut args: Args) -> Result<(), Usage> {
+    let secs: f64 = args.num()?;
+    let usage = args.usage;
+    let out = args.raw().ok_or(usage)?.to_owned();
+    args.end()?;
+    let end = Instant::now() + Duration::try_from_secs_f64(secs).map_err(|_| usage)?;
+    let pipe = ReportPipe::new();
+    let breeder = match sys::fork() {
+        Fork::Child => {
+            sys::setsid();
+            sys::ignore_signal(libc::SIGTERM);
+            sys::ignore_signal(libc::SIGCHLD);
+            sys::detach_stdio();
+            pipe.report();
+            let me = sys::getpid();
+            while Instant::now() < end {
+                // A refused fork (a host short of pids) is tried again: the
+                // breeder dying of it would orphan its children.
+                let Ok(forked) = sys::try_fork() else {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                };
+                if let Fork::Child = forked {
+                    std::thread::sleep(Duration::from_millis(20));
+                    if std::os::unix::process::parent_id() == me.cast_unsigned() {
+                        sys::exit_now(0);
+                    }
+                    std::thread::sleep(end.saturating_duration_since(Instant::now()));
+                    if let Err(err) = std::fs::write(&out, b"survived") {
+                        sys::die("writing OUT", err);
+                    }
+                    sys::exit_now(0);
+                }
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            // Outlives its last children, so that none is orphaned.
+            std::thread::sleep(Duration::from_millis(100));
+            sys::exit_now(0)
+        }
+        Fork::Parent(pid) => pid,
+    };
+    pipe.collect(1);
+    sys::print_ready(&[breeder]);
+    sys::sleep_forever()
 }
 
 fn fork_bomb(mut args: Args) -> Result<(), Usage> {

@@ -37,6 +37,11 @@ const POLL_MAX: Duration = Duration::from_millis(20);
 const KILL_WALK_EVERY: Duration = Duration::from_millis(50);
 /// How old a shared walk a re-scan of a running tree may use.
 const REFRESH_SHARE: Duration = Duration::from_millis(200);
+/// How long a kill spends at most stopping the tree to a fixed point (see
+/// [`ScannedTree::freeze`]) before it kills what it has stopped anyway: a
+/// member stuck in the kernel, or a `vfork` parent whose child was stopped
+/// before its `exec`, never shows the stopped state.
+const FREEZE_FOR: Duration = Duration::from_millis(250);
 
 /// Processes by identity: (pid, start time).
 type Identities = HashSet<(i32, u64)>;
@@ -236,6 +241,9 @@ pub(crate) struct ScannedTree {
     undecided: usize,
     /// Members sent `SIGKILL` by identity: never sent it again.
     killed: Identities,
+    /// Members sent `SIGSTOP` by identity by a kill's freeze: never sent it
+    /// again, and sent `SIGKILL` however the freeze ends. Boxed, as `held`.
+    stopped: Box<Identities>,
     /// The serial number of the shared walk the last re-scan judged.
     absorbed: Option<u64>,
     /// Members held by a checked pidfd while the tree is killed: signalled
@@ -259,6 +267,7 @@ impl ScannedTree {
             live,
             known: HashSet::new(),
             killed: HashSet::new(),
+            stopped: Box::default(),
             exited: 0,
             last: Vec::new(),
             undecided: 0,
@@ -290,7 +299,7 @@ impl ScannedTree {
     fn scan_signalling(&mut self, signal: Option<Signal>) -> io::Result<(Vec<Stat>, Identities)> {
         let mut reached = HashSet::new();
         let (rule, live, known) = (&self.rule, self.live, &self.known);
-        let (killed, held) = (&mut self.killed, &mut self.held);
+        let (killed, stopped, held) = (&mut self.killed, &mut *self.stopped, &mut self.held);
         // The pids judged members so far in this walk (see
         // `Rule::linked_at_sight`).
         let mut seen = HashSet::new();
@@ -298,7 +307,7 @@ impl ScannedTree {
         // A kill's walk holds what it reads by pidfd (within the cap): the
         // members among them need no second `stat` read to be signalled.
         let mut candidates: HashMap<(i32, u64), OwnedFd> = HashMap::new();
-        let holding = signal == Some(Signal::KILL);
+        let holding = matches!(signal, Some(Signal::KILL | Signal::STOP));
         let room = std::cell::Cell::new(hold_room());
         let table = identity::walk_processes_holding(
             || holding && room.get() > 0,
@@ -309,7 +318,7 @@ impl ScannedTree {
                 if linked {
                     seen.insert(stat.pid);
                 }
-                if (signal == Signal::KILL && killed.contains(&identity))
+                if already_sent(killed, stopped, identity, signal)
                     || !(linked || rule.member_at_sight(stat, &others))
                 {
                     if let Some(pidfd) = pidfd
@@ -331,7 +340,7 @@ impl ScannedTree {
                         Some(pidfd) if !held.contains_key(&identity) => Some(Route::Fresh(pidfd)),
                         _ => route_to(held, identity),
                     };
-                    if send(held, killed, identity, route, signal) {
+                    if send(held, (killed, stopped), identity, route, signal) {
                         reached.insert(identity);
                     }
                 }
@@ -489,7 +498,7 @@ impl ScannedTree {
                 delivered += 1;
                 continue;
             }
-            if signal == Signal::KILL && self.killed.contains(&identity) {
+            if already_sent(&self.killed, &self.stopped, identity, signal) {
                 continue;
             }
             // Within the cap, counting the pidfds opened for this burst.
@@ -502,7 +511,8 @@ impl ScannedTree {
         }
         self.rule.signal_wholesale(signal)?;
         for (identity, route) in routes {
-            if send(&mut self.held, &mut self.killed, identity, route, signal) {
+            let sent = (&mut self.killed, &mut *self.stopped);
+            if send(&mut self.held, sent, identity, route, signal) {
                 delivered += 1;
             }
         }
@@ -511,7 +521,12 @@ impl ScannedTree {
 
     /// [`signal`](Self::signal), judged on a walk shared with the host's other
     /// trees (see `walker.rs`).
+    /// `SIGKILL` goes to a tree stopped first (see [`freeze`](Self::freeze)).
     pub(crate) async fn signal_shared(&mut self, signal: Signal) -> io::Result<usize> {
+        if signal == Signal::KILL {
+            let until = Instant::now() + FREEZE_FOR;
+            return Ok(self.freeze_and_kill(until).await?.2);
+        }
         if !self.shares_walks() {
             return self.signal(signal);
         }
@@ -643,7 +658,7 @@ impl ScannedTree {
                 let mut running = self.running_member();
                 if running.is_none() || walked.elapsed() >= KILL_WALK_EVERY {
                     walked = Instant::now();
-                    if self.kill_pass().await? {
+                    if self.kill_pass(deadline).await? {
                         return Ok(true);
                     }
                     running = self.running_member();
@@ -673,23 +688,110 @@ impl ScannedTree {
         }
     }
 
-    /// One pass of a kill: a walk that started now; true if it found the
-    /// tree empty, else `SIGKILL` to what it found (a subreaper's adopted
-    /// orphans the moment the walk reads them).
-    async fn kill_pass(&mut self) -> io::Result<bool> {
-        self.reap_held();
-        let members = if self.shares_walks() {
-            self.scan_shared().await?
-        } else {
-            self.scan_signalling(Some(Signal::KILL))?.0
-        };
-        if self.judged_empty(&members) {
+    /// One pass of a kill: the tree stopped to a fixed point (until
+    /// `deadline` at the latest), then `SIGKILL` to all of it; true if the
+    /// fixed point was a walk that found the tree empty.
+    async fn kill_pass(&mut self, deadline: Instant) -> io::Result<bool> {
+        let until = deadline.min(Instant::now() + FREEZE_FOR);
+        let (members, settled, _) = self.freeze_and_kill(until).await?;
+        if settled && members.is_empty() {
             self.tidied = true;
             return Ok(true);
         }
-        // Those killed at sight are not sent it again.
-        self.signal_members(&members, Signal::KILL)?;
         Ok(false)
+    }
+
+    /// Stops the tree to a fixed point, for a kill: `SIGSTOP` to every member
+    /// by identity (a subreaper's the moment the walk reads them; a group's
+    /// whole group at once, which the kernel makes atomic with `fork`), a
+    /// wait until every thread of each shows the stopped state, then a new
+    /// walk; until a walk that started after every member it finds was seen
+    /// stopped finds no other member, none exiting and none undecided. A
+    /// stopped process can neither fork nor exit (which would cut its
+    /// children's parent links), and a fork under way when `SIGSTOP` came has
+    /// completed once its thread shows stopped; so that walk found the whole
+    /// tree, and nothing forks between it and the `SIGKILL` that follows.
+    /// "Walk, then kill" without it has that window: a member forking after
+    /// the walk read it and before its `SIGKILL` leaves a child no walk has
+    /// seen, and a process that forks and exits over and over ("hops") can
+    /// stay a step ahead of every walk.
+    ///
+    /// Returns the members the last walk found, and whether it was the fixed
+    /// point (false once `until` passed first: a member stuck in the kernel,
+    /// or one that keeps appearing).
+    async fn freeze(&mut self, until: Instant) -> io::Result<(Vec<Stat>, bool)> {
+        // Members seen stopped (or gone) before the current walk started.
+        let mut still: Identities = HashSet::new();
+        loop {
+            self.reap_held();
+            if let Err(error) = self.rule.signal_wholesale(Signal::STOP) {
+                tracing::debug!(%error, "stopping the group failed");
+            }
+            let members = if self.shares_walks() {
+                self.scan_shared().await?
+            } else {
+                self.scan_signalling(Some(Signal::STOP))?.0
+            };
+            // A member sent `SIGKILL` cannot fork either (the kernel fails a
+            // fork with a fatal signal pending): only its exit is waited for.
+            let new: Vec<(i32, u64)> = members
+                .iter()
+                .map(|m| (m.pid, m.start_time))
+                .filter(|m| !still.contains(m) && !self.killed.contains(m))
+                .collect();
+            if new.is_empty() && !self.members_exiting() && self.undecided == 0 {
+                return Ok((members, true));
+            }
+            // Those stopped at sight are not sent it again.
+            self.signal_members(&members, Signal::STOP)?;
+            for member in new {
+                if !wait_stopped(member, until).await {
+                    return Ok((members, false));
+                }
+                still.insert(member);
+            }
+            if Instant::now() >= until {
+                return Ok((members, false));
+            }
+        }
+    }
+
+    /// [`freeze`](Self::freeze), then `SIGKILL` to every member the last
+    /// walk found and to every process the freeze stopped (never left
+    /// stopped, however the freeze ended). Returns the members, whether the
+    /// freeze reached its fixed point, and how many were sent `SIGKILL`.
+    /// A freeze that fails (a walk that cannot be read) still kills what it
+    /// stopped before the error is returned.
+    async fn freeze_and_kill(&mut self, until: Instant) -> io::Result<(Vec<Stat>, bool, usize)> {
+        let frozen = self.freeze(until).await;
+        let killed = match &frozen {
+            Ok((members, _)) => self.signal_members(members, Signal::KILL),
+            // The group (stopped whole) is killed whole.
+            Err(_) => self.signal_members(&[], Signal::KILL),
+        };
+        let delivered = self.kill_stopped();
+        let (members, settled) = frozen?;
+        Ok((members, settled, killed? + delivered))
+    }
+
+    /// `SIGKILL` to every process a freeze stopped and no kill reached yet;
+    /// how many.
+    fn kill_stopped(&mut self) -> usize {
+        let left: Vec<(i32, u64)> = self
+            .stopped
+            .iter()
+            .filter(|identity| !self.killed.contains(identity))
+            .copied()
+            .collect();
+        let mut delivered = 0;
+        for identity in left {
+            let route = route_to(&mut self.held, identity);
+            let sent = (&mut self.killed, &mut *self.stopped);
+            if send(&mut self.held, sent, identity, route, Signal::KILL) {
+                delivered += 1;
+            }
+        }
+        delivered
     }
 
     /// How many processes the last scan could not judge (see
@@ -716,6 +818,7 @@ impl ScannedTree {
         if let Err(error) = self.signal(Signal::KILL) {
             tracing::warn!(%error, "synchronous kill failed");
         }
+        self.kill_stopped();
     }
 
     /// `SIGKILL` to what the kernel reaches without naming it (the process
@@ -736,6 +839,45 @@ impl ScannedTree {
         }
         self.rule.close();
     }
+}
+
+/// Waits until every thread of the member `identity` shows the stopped
+/// state (`T`, or `t` under a tracer), or it is gone or a zombie, polling
+/// until `until`: whether it did.
+async fn wait_stopped((pid, start_time): (i32, u64), until: Instant) -> bool {
+    let mut pause = POLL_MIN;
+    loop {
+        match identity::read_stat(pid) {
+            Ok(stat) if stat.start_time == start_time && stat.is_running() => {
+                if all_threads_stopped(pid) {
+                    return true;
+                }
+            }
+            Ok(_) => return true,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return true,
+            Err(_) => {}
+        }
+        let now = Instant::now();
+        if now >= until {
+            return false;
+        }
+        tokio::time::sleep_until(until.min(now + pause)).await;
+        pause = (pause * 2).min(POLL_MAX / 4);
+    }
+}
+
+/// Whether every thread of `pid` is stopped, traced-stopped, exiting or
+/// dead: none can fork. Any thread can, and `SIGSTOP` reaches each in turn.
+fn all_threads_stopped(pid: i32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat"))
+            .ok()
+            .and_then(|text| identity::parse_stat(&text))
+            .is_none_or(|stat| matches!(stat.state, 'T' | 't' | 'Z' | 'X' | 'x'))
+    })
 }
 
 /// [`identity::hold_verified`]; out of descriptors, the tree lets go of the
@@ -767,12 +909,26 @@ fn route_to(held: &mut Pidfds, identity: (i32, u64)) -> Option<Route> {
     }
 }
 
+/// Whether `identity` was sent `signal` by identity already and need not be
+/// again: `SIGKILL` is final (and makes a `SIGSTOP` pointless), and a
+/// `SIGSTOP` stays until the kill.
+fn already_sent(
+    killed: &Identities,
+    stopped: &Identities,
+    identity: (i32, u64),
+    signal: Signal,
+) -> bool {
+    killed.contains(&identity) && matches!(signal, Signal::KILL | Signal::STOP)
+        || (signal == Signal::STOP && stopped.contains(&identity))
+}
+
 /// Sends `signal` to a member along `route`; true if it was delivered. A
-/// member sent `SIGKILL` is remembered (never sent it again) and its pidfd
-/// kept, within [`hold_cap`], to wait for its exit.
+/// member sent `SIGKILL` or `SIGSTOP` is remembered (`sent`: the killed and
+/// the stopped; never sent it again) and its pidfd kept, within
+/// [`hold_cap`], to wait for its exit or to kill it.
 fn send(
     held: &mut Pidfds,
-    killed: &mut Identities,
+    (killed, stopped): (&mut Identities, &mut Identities),
     identity: (i32, u64),
     route: Option<Route>,
     signal: Signal,
@@ -788,8 +944,13 @@ fn send(
     };
     match delivery {
         Ok(Delivery::Sent) => {
-            if signal == Signal::KILL {
-                killed.insert(identity);
+            let sent = match signal {
+                Signal::KILL => Some(killed),
+                Signal::STOP => Some(stopped),
+                _ => None,
+            };
+            if let Some(sent) = sent {
+                sent.insert(identity);
                 if let Some(Route::Fresh(pidfd)) = route
                     && let Ok(kept) = Kept::new(pidfd)
                 {
