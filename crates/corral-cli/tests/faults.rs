@@ -671,3 +671,54 @@ fn out_of_descriptors_at_any_step_the_tree_never_runs_on() {
         "no limit let the tree run: {outcomes:?}"
     );
 }
+
+/// Under memory pressure (`RLIMIT_AS` on corral, from 20 MiB, where it
+/// cannot even be loaded, to 64 MiB, where it runs): corral runs and ends
+/// the tree on time (124), refuses with a message (125), or dies of the
+/// allocation failure (the loader's 127, or killed by `SIGSEGV` or Rust's
+/// abort: 139, 134, as a shell counts them); in no
+/// case does a process of the tree run on: what corral started before it
+/// died is ended by its watchdog, a process of its own.
+#[test]
+fn under_memory_pressure_the_tree_never_runs_on() {
+    let token = format!("300.{}2", std::process::id());
+    let tree = "setsid sleep \"$T\" & (trap '' TERM; sleep \"$T\") & sleep \"$T\"";
+    let mut outcomes = Vec::new();
+    for megabytes in (20..=64).step_by(4) {
+        let output = Command::new("prlimit")
+            .arg(format!("--as={}", megabytes << 20))
+            .arg("--")
+            .arg(corral_path())
+            .args(["run", "-t", "0.3", "-k", "0.1", "--", "sh", "-c", tree])
+            .env("T", &token)
+            .stdin(Stdio::null())
+            .output()
+            .expect("prlimit");
+        let code = output.status.code().or_else(|| {
+            std::os::unix::process::ExitStatusExt::signal(&output.status).map(|n| 128 + n)
+        });
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        // A watchdog acts within a second of its owner's death.
+        let gone = wait_until(Duration::from_secs(3), || {
+            corral_tests::proc::with_argument(&token).is_empty()
+        });
+        let left = corral_tests::proc::with_argument(&token);
+        let _cleanup = Guard::of(left.clone());
+        assert!(
+            gone,
+            "{megabytes} MiB: {} process(es) of the tree run on after corral exited \
+             {code:?}: {stderr}",
+            left.len()
+        );
+        assert!(
+            matches!(code, Some(124 | 125 | 127 | 134 | 139)),
+            "{megabytes} MiB: exit {code:?}: {stderr}"
+        );
+        outcomes.push((megabytes, code));
+    }
+    println!("(MiB, exit) per run: {outcomes:?}");
+    assert!(
+        outcomes.iter().any(|&(_, code)| code == Some(124)),
+        "no limit let the tree run: {outcomes:?}"
+    );
+}

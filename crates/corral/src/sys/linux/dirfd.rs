@@ -110,9 +110,17 @@ pub(crate) fn create_exclusive_at(dir: &OwnedFd, name: &OsStr, mode: u32) -> io:
 /// # References
 /// - <https://man7.org/linux/man-pages/man2/read.2.html>
 pub(crate) fn read_capped(fd: &OwnedFd, cap: usize) -> io::Result<Vec<u8>> {
-    let mut bytes = vec![0; cap + 1];
+    // Grown as the file turns out larger (most are a few hundred bytes): the
+    // cap bounds what is read, not what every read sets aside.
+    let mut bytes = vec![0; (cap + 1).min(4096)];
     let mut filled = 0;
-    while filled < bytes.len() {
+    loop {
+        if filled == bytes.len() {
+            if bytes.len() > cap {
+                break;
+            }
+            bytes.resize((bytes.len() * 2).min(cap + 1), 0);
+        }
         match rustix::io::read(fd, &mut bytes[filled..]) {
             Ok(0) => break,
             Ok(n) => filled += n,
