@@ -264,24 +264,33 @@ async fn a_child_that_left_during_the_grace_is_found_before_sigkill() {
 /// itself), so corral looks outside only after the fork, whatever the
 /// machine's load: each step waits for the one before it (the sibling's
 /// trap is set before the escaper says it is ready, and the test cancels
-/// only then), and the grace never runs out.
+/// only then), and the grace never runs out. The escaper waits in short
+/// sleeps, not beside a `sleep 60 &`: a child forked by a shell with a TERM
+/// trap takes a TERM that lands between its fork and its `exec` in the
+/// inherited trap, which the `exec` then drops, so that `sleep 60` would
+/// keep the leaf populated for the whole grace (the flake the hunt found
+/// under load: `docs/flakes.md`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_a_departed_member_forked_outside_is_ended_too() {
     let Some(parent) = cgroup_parent() else {
         return;
     };
     let marks = Scratch::new("departed-forked");
-    let escaper = "trap 'echo 0 > \"$PARENT/cgroup.procs\"; sleep 60 & : > \"$FORKED\"; \
-                   exec sleep 60' TERM; \
+    // Each step is also written to $STEPS, which a failure prints.
+    let escaper = "trap 'if echo 0 > \"$PARENT/cgroup.procs\"; then echo moved; \
+                   else echo not moved; fi >> \"$STEPS\"; sleep 60 & echo forked $! >> \"$STEPS\"; \
+                   : > \"$FORKED\"; exec sleep 60' TERM; \
                    until [ -e \"$HELD\" ]; do sleep 0.01; done; \
-                   sleep 60 & echo ready $$; wait";
-    let holder = "trap '' TERM; : > \"$HELD\"; until [ -e \"$FORKED\" ]; do sleep 0.01; done";
+                   echo ready $$; while :; do sleep 0.05; done";
+    let holder = "trap '' TERM; : > \"$HELD\"; until [ -e \"$FORKED\" ]; do sleep 0.01; done; \
+                  echo holder saw the fork >> \"$STEPS\"";
     let command = Command::new("sh")
         .args(["-c", "sh -c \"$ESCAPER\" & sh -c \"$HOLDER\" & wait"])
         .env("ESCAPER", escaper)
         .env("HOLDER", holder)
         .env("HELD", marks.path("held"))
         .env("FORKED", marks.path("forked"))
+        .env("STEPS", marks.path("steps"))
         .env("PARENT", &parent)
         .grace(Duration::from_secs(60)); // never reached: the holder exits
     let Some(run) = cancel_when_ready(command).await else {
@@ -298,19 +307,20 @@ async fn what_a_departed_member_forked_outside_is_ended_too() {
 
     let left = left_cgroup(&finished);
     let _cleanup_left = Guard::of(left.clone());
+    let steps = std::fs::read_to_string(marks.path("steps")).unwrap_or_default();
     assert!(
         finished
             .report
             .signals
             .iter()
             .all(|s| s.at < Duration::from_secs(30)),
-        "the grace ran out: {:?}",
+        "the grace ran out: steps {steps:?}, {:?}",
         finished.report
     );
     assert_eq!(
         left.len(),
         2,
-        "the member and its child: {:?}",
+        "the member and its child: steps {steps:?}, {:?}",
         finished.report
     );
     assert!(left.contains(&escaper), "{:?}", finished.report);

@@ -112,6 +112,28 @@ pub fn read_stat(pid: i32) -> io::Result<Stat> {
     })
 }
 
+/// Whether the process `pid` has begun to exit (`PF_EXITING` in the flags of
+/// `/proc/PID/stat`): it runs on for a moment, no longer in any cgroup
+/// (`/proc/PID/cgroup` then reads `0::/`), before it becomes a zombie. False
+/// if it is gone or cannot be read.
+pub(crate) fn is_exiting(pid: i32) -> bool {
+    /// `PF_EXITING`, from the kernel's `include/linux/sched.h`.
+    const PF_EXITING: u64 = 0x4;
+    read_small(&format!("/proc/{pid}/stat"))
+        .is_ok_and(|text| flags_of(&String::from_utf8_lossy(&text)) & PF_EXITING != 0)
+}
+
+/// The flags (field 9) of a `/proc/PID/stat` line; 0 if unparsable.
+fn flags_of(text: &str) -> u64 {
+    // Fields from 3 on, after the command name: state ppid pgrp session
+    // tty_nr tpgid flags.
+    text.rfind(')')
+        .and_then(|close| text.get(close + 1..))
+        .and_then(|rest| rest.split_ascii_whitespace().nth(6))
+        .and_then(|flags| flags.parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
 /// Every process currently listed in `/proc`. Entries that vanish or cannot be
 /// parsed mid-walk are skipped.
 pub fn all_processes() -> io::Result<Vec<Stat>> {
@@ -441,6 +463,21 @@ pub(crate) fn descendants(table: &[Stat], roots: &[i32]) -> Vec<Stat> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// The flags are field 9, counted past a command name that may hold
+    /// spaces and parentheses; a running process is not exiting.
+    #[test]
+    fn flags_are_read_past_the_command_name() {
+        let line = "42 (a) b (c) S 1 42 42 0 -1 4194564 0 0 0 0 0 0 0 0 20 0 1 0 77 0 0";
+        assert_eq!(flags_of(line), 4_194_564);
+        assert_eq!(
+            flags_of(line) & 0x4,
+            0x4,
+            "PF_EXITING set in this made-up line"
+        );
+        assert_eq!(flags_of("garbage"), 0);
+        assert!(!is_exiting(std::process::id() as i32));
+    }
 
     /// A made-up `/proc` entry, for rules tested on made-up tables.
     pub(crate) fn stat(pid: i32, ppid: i32, pgid: i32, start_time: u64) -> Stat {

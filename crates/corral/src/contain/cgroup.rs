@@ -15,12 +15,9 @@
 //! owner of a delegated subtree) can move itself out of the leaf, and then
 //! neither `cgroup.kill` nor `populated 0` sees it. So the tree remembers
 //! every member it lists (pid and start time, read while the pid is in the
-//! leaf), and the leader from its birth (it may leave before any list), and
-//! at the end of a cleanup ends, by identity, each one that still runs
-//! outside the leaf, with what it forked since that is still linked to it by
-//! parent pid ([`CgroupTree::end_departed`]): each is stopped before its
-//! children are looked for, to a fixed point, and only then killed
-//! (`halt.rs`), so one that forks meanwhile leaves no child behind. Members are listed
+//! leaf), and at the end of a cleanup ends, by identity, each one that still
+//! runs outside the leaf, with what it forked since that is still linked to
+//! it by parent pid ([`CgroupTree::end_departed`]). Members are listed
 //! at each signal step, with one `/proc` walk for descendants of members
 //! that are outside the leaf (a child that left while its parent stayed):
 //! at the first signal, and again just before `SIGKILL` when a grace was
@@ -732,7 +729,11 @@ impl CgroupTree {
     /// children are looked for, to a fixed point, and only then killed
     /// (`halt.rs`), so a member that forks meanwhile leaves no child behind.
     fn kill_departed(&self) -> Halted {
-        let outside = |stat: &identity::Stat| !self.holds(stat.pid);
+        // A member killed in the leaf and still exiting has already left
+        // every cgroup (`/proc/PID/cgroup` reads `0::/`): dying, not
+        // departed.
+        let outside =
+            |stat: &identity::Stat| !self.holds(stat.pid) && !identity::is_exiting(stat.pid);
         let departed: Vec<(i32, u64)> = self
             .seen
             .iter()
