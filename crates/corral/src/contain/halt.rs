@@ -133,9 +133,10 @@ fn wait_stopped(pid: i32, until: Instant) -> bool {
     }
 }
 
-/// Whether no thread of `pid` can run on: each is stopped, traced-stopped,
-/// exiting or dead (a process gone is too).
-fn all_threads_stopped(pid: i32) -> bool {
+/// Whether no thread of `pid` can run on, so none can fork: each is
+/// stopped, traced-stopped, exiting or dead (a process gone is too).
+/// `SIGSTOP` reaches each thread in turn.
+pub(crate) fn all_threads_stopped(pid: i32) -> bool {
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
         return true;
     };

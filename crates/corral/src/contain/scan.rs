@@ -849,7 +849,7 @@ async fn wait_stopped((pid, start_time): (i32, u64), until: Instant) -> bool {
     loop {
         match identity::read_stat(pid) {
             Ok(stat) if stat.start_time == start_time && stat.is_running() => {
-                if all_threads_stopped(pid) {
+                if super::halt::all_threads_stopped(pid) {
                     return true;
                 }
             }
@@ -864,20 +864,6 @@ async fn wait_stopped((pid, start_time): (i32, u64), until: Instant) -> bool {
         tokio::time::sleep_until(until.min(now + pause)).await;
         pause = (pause * 2).min(POLL_MAX / 4);
     }
-}
-
-/// Whether every thread of `pid` is stopped, traced-stopped, exiting or
-/// dead: none can fork. Any thread can, and `SIGSTOP` reaches each in turn.
-fn all_threads_stopped(pid: i32) -> bool {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return false;
-    };
-    tasks.flatten().all(|task| {
-        std::fs::read_to_string(task.path().join("stat"))
-            .ok()
-            .and_then(|text| identity::parse_stat(&text))
-            .is_none_or(|stat| matches!(stat.state, 'T' | 't' | 'Z' | 'X' | 'x'))
-    })
 }
 
 /// [`identity::hold_verified`]; out of descriptors, the tree lets go of the
