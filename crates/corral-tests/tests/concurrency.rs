@@ -201,9 +201,17 @@ async fn run_tree(name: String, spec: Spec, file: PathBuf) -> Option<Ran> {
             term_time(&file).is_some() && !orphan.as_ref().is_some_and(Proc::is_alive)
         })
         .await;
+        // What the orphan left says which step did not happen: no `.term`
+        // (no SIGTERM, or killed before its trap wrote), an empty one (killed
+        // while `date` ran), or a live orphan; the report says whether the
+        // tree escalated to SIGKILL.
         assert!(
             recorded,
-            "tree {name} ({backend}): its orphan recorded no SIGTERM or survived"
+            "tree {name} ({backend}): its orphan recorded no SIGTERM or survived: \
+             orphan {orphan:?} alive {:?}, .term {:?}; report {:?}",
+            orphan.as_ref().map(Proc::is_alive),
+            std::fs::read_to_string(file.with_extension("term")),
+            finished.as_ref().map(|f| &f.report)
         );
     }
     let ended_after = spawned.elapsed();
