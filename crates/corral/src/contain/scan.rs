@@ -723,15 +723,7 @@ impl ScannedTree {
         // Members seen stopped (or gone) before the current walk started.
         let mut still: Identities = HashSet::new();
         loop {
-            self.reap_held();
-            if let Err(error) = self.rule.signal_wholesale(Signal::STOP) {
-                tracing::debug!(%error, "stopping the group failed");
-            }
-            let members = if self.shares_walks() {
-                self.scan_shared().await?
-            } else {
-                self.scan_signalling(Some(Signal::STOP))?.0
-            };
+            let members = self.stop_walk().await?;
             // A member sent `SIGKILL` cannot fork either (the kernel fails a
             // fork with a fatal signal pending): only its exit is waited for.
             let new: Vec<(i32, u64)> = members
@@ -742,18 +734,36 @@ impl ScannedTree {
             if new.is_empty() && !self.members_exiting() && self.undecided == 0 {
                 return Ok((members, true));
             }
-            // Those stopped at sight are not sent it again.
-            self.signal_members(&members, Signal::STOP)?;
             for member in new {
                 if !wait_stopped(member, until).await {
-                    return Ok((members, false));
+                    break;
                 }
                 still.insert(member);
             }
             if Instant::now() >= until {
-                return Ok((members, false));
+                // Out of time: one more walk, so that what the members seen
+                // stopped forked before they stopped is killed too.
+                return Ok((self.stop_walk().await?, false));
             }
         }
+    }
+
+    /// One walk of a freeze: `SIGSTOP` to the group whole, then to each
+    /// member by identity that was not sent it yet (a subreaper's at sight);
+    /// returns the members.
+    async fn stop_walk(&mut self) -> io::Result<Vec<Stat>> {
+        self.reap_held();
+        if let Err(error) = self.rule.signal_wholesale(Signal::STOP) {
+            tracing::debug!(%error, "stopping the group failed");
+        }
+        let members = if self.shares_walks() {
+            self.scan_shared().await?
+        } else {
+            self.scan_signalling(Some(Signal::STOP))?.0
+        };
+        // Those stopped at sight are not sent it again.
+        self.signal_members(&members, Signal::STOP)?;
+        Ok(members)
     }
 
     /// [`freeze`](Self::freeze), then `SIGKILL` to every member the last
