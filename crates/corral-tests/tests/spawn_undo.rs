@@ -96,3 +96,105 @@ fn a_spawn_failing_after_the_leader_started_leaves_nothing_subreaper() {
         Backend::Subreaper,
     );
 }
+
+/// Out of descriptors while the tree runs (the test fills its own table
+/// after the spawn, as a host's other work could): the cleanup still ends
+/// the whole tree on every backend, with the descriptors the spawn held
+/// back for it (given back when the cleanup starts: `cgroup.kill`, the
+/// `/proc` reads, the pidfds all need one).
+fn out_of_descriptors_during_supervision_the_tree_still_ends(name: &str, backend: Backend) {
+    let Run::Body = in_child_with(name, "", false, &[]) else {
+        return;
+    };
+    if backend == Backend::Subreaper {
+        become_subreaper();
+        corral::claim_subreaper();
+    }
+    runtime().block_on(async {
+        let mark = format!("{name}-{}", std::process::id());
+        let token = tokio_util::sync::CancellationToken::new();
+        let spawned = Command::new("sh")
+            .args(["-c", ESCAPES_READY])
+            .env(MARK, &mark)
+            .backend(BackendChoice::Only(backend))
+            .grace(Duration::from_millis(200))
+            .cancel_on(token.clone())
+            .spawn()
+            .await;
+        let child = match spawned {
+            Err(Error::BackendUnavailable { reason, .. }) => {
+                return println!("SKIPPED: {backend} is not available here: {reason}");
+            }
+            Err(error) => panic!("{backend}: {error}"),
+            Ok(child) => child,
+        };
+        let mut tap = child.stdout_tap().expect("captured");
+        let started = tokio::time::timeout(
+            Duration::from_secs(10),
+            tap.wait_for(|b| b.windows(5).any(|w| w == b"ready")),
+        )
+        .await;
+        assert!(
+            matches!(started, Ok(true)),
+            "{backend}: the tree never got ready"
+        );
+        // Every descriptor this process may still open, taken.
+        let mut filler = Vec::new();
+        while let Ok(file) = std::fs::File::open("/dev/null") {
+            filler.push(file);
+        }
+        token.cancel();
+        let finished = child.wait().await;
+        drop(filler);
+        let finished = finished.expect("a result");
+        let gone = wait_until_async(Duration::from_secs(5), || {
+            reap_orphans();
+            marked(&mark).is_empty()
+        })
+        .await;
+        let left = marked(&mark);
+        let _cleanup = Guard::of(left.iter().map(|stat| Proc {
+            pid: stat.pid,
+            start_time: stat.start_time,
+        }));
+        assert!(
+            gone,
+            "{backend}: the tree ran on after a cleanup out of descriptors: {left:?}, {:?}",
+            finished.report
+        );
+        assert!(
+            finished.report.survivors.is_empty(),
+            "{:?}",
+            finished.report
+        );
+        assert!(leaves().is_empty(), "{backend}: a cgroup leaf was left");
+    });
+}
+
+/// [`ESCAPES`], saying `ready` once its escapees run.
+const ESCAPES_READY: &str = "setsid sleep 300 & (trap '' TERM; sleep 300) & \
+                             (sh -c 'sleep 300 &' &); sleep 0.05; echo ready; exec sleep 300";
+
+#[test]
+fn out_of_descriptors_during_supervision_the_tree_still_ends_cgroup() {
+    out_of_descriptors_during_supervision_the_tree_still_ends(
+        "out_of_descriptors_during_supervision_the_tree_still_ends_cgroup",
+        Backend::Cgroup,
+    );
+}
+
+#[test]
+fn out_of_descriptors_during_supervision_the_tree_still_ends_group() {
+    out_of_descriptors_during_supervision_the_tree_still_ends(
+        "out_of_descriptors_during_supervision_the_tree_still_ends_group",
+        Backend::Group,
+    );
+}
+
+#[test]
+fn out_of_descriptors_during_supervision_the_tree_still_ends_subreaper() {
+    out_of_descriptors_during_supervision_the_tree_still_ends(
+        "out_of_descriptors_during_supervision_the_tree_still_ends_subreaper",
+        Backend::Subreaper,
+    );
+}

@@ -171,10 +171,17 @@ pub(crate) fn walk_processes_holding(
         } else {
             None
         };
-        if let Ok(stat) = read_stat(pid) {
-            let pidfd = pidfd.filter(|fd| !sys::pidfd_exited(std::os::fd::AsFd::as_fd(fd)));
-            visit(&stat, pidfd);
-            found.push(stat);
+        match read_stat(pid) {
+            Ok(stat) => {
+                let pidfd = pidfd.filter(|fd| !sys::pidfd_exited(std::os::fd::AsFd::as_fd(fd)));
+                visit(&stat, pidfd);
+                found.push(stat);
+            }
+            // Out of descriptors, every entry from here on would be skipped
+            // too: a table without them would call a running tree empty.
+            Err(error) if sys::is_out_of_descriptors(&error) => return Err(error),
+            // Gone meanwhile, or unparsable.
+            Err(_) => {}
         }
     }
     Ok(found)

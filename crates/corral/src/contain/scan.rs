@@ -297,6 +297,25 @@ impl ScannedTree {
     /// of a walk, but each of its steps re-parents to the subreaper and is
     /// caught this way.
     fn scan_signalling(&mut self, signal: Option<Signal>) -> io::Result<(Vec<Stat>, Identities)> {
+        match self.scan_signalling_holding(signal, true) {
+            // Out of descriptors, the walk itself needs the ones the held
+            // pidfds take (they only save work): let them go, walk again
+            // without holding.
+            Err(error) if sys::is_out_of_descriptors(&error) => {
+                self.held.clear();
+                self.scan_signalling_holding(signal, false)
+            }
+            scanned => scanned,
+        }
+    }
+
+    /// [`scan_signalling`](Self::scan_signalling); with `hold`, keeping
+    /// pidfds of what the walk reads (within the cap).
+    fn scan_signalling_holding(
+        &mut self,
+        signal: Option<Signal>,
+        hold: bool,
+    ) -> io::Result<(Vec<Stat>, Identities)> {
         let mut reached = HashSet::new();
         let (rule, live, known) = (&self.rule, self.live, &self.known);
         let (killed, stopped, held) = (&mut self.killed, &mut *self.stopped, &mut self.held);
@@ -307,7 +326,7 @@ impl ScannedTree {
         // A kill's walk holds what it reads by pidfd (within the cap): the
         // members among them need no second `stat` read to be signalled.
         let mut candidates: HashMap<(i32, u64), OwnedFd> = HashMap::new();
-        let holding = matches!(signal, Some(Signal::KILL | Signal::STOP));
+        let holding = hold && matches!(signal, Some(Signal::KILL | Signal::STOP));
         let room = std::cell::Cell::new(hold_room());
         let table = identity::walk_processes_holding(
             || holding && room.get() > 0,
@@ -816,12 +835,25 @@ impl ScannedTree {
         self.exited > 0
     }
 
+    /// The running members, for the report. Where no scan can be made (out
+    /// of descriptors, `/proc` unreadable), the members of the last scan
+    /// that made it, as they were then: never an empty list for want of a
+    /// look.
     pub(crate) fn members(&mut self) -> Vec<ProcessInfo> {
-        self.scan()
-            .unwrap_or_default()
-            .iter()
-            .map(identity::describe)
-            .collect()
+        match self.scan() {
+            Ok(members) => members.iter().map(identity::describe).collect(),
+            Err(error) => {
+                tracing::warn!(%error, "listing the members failed: naming the last ones known");
+                self.last
+                    .iter()
+                    .map(|&(pid, start_time)| ProcessInfo {
+                        pid,
+                        start_time,
+                        command: format!("(not read: {error})"),
+                    })
+                    .collect()
+            }
+        }
     }
 
     pub(crate) fn kill_now(&mut self) {
