@@ -24,7 +24,7 @@ mod common;
 
 use std::{
     path::{Path, PathBuf},
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant, SystemTime},
 };
 
 use corral::{Backend, BackendChoice, Command, Error, Finished, Leftovers, Outcome, Output};
@@ -76,7 +76,10 @@ impl End {
     fn script(self) -> String {
         // The orphan: a subshell that exits at once leaves it to the host (or
         // init). It writes its pid, then on SIGTERM the time, and exits.
-        let orphan = "( sh -c 'trap \"date +%s.%N > $0.term; exit 0\" TERM; \
+        // The time is the file's: written by a builtin, so the trap starts
+        // no process (a `date` could be cut short by the SIGKILL after the
+        // grace on a loaded machine: docs/flakes.md).
+        let orphan = "( sh -c 'trap \"echo term > $0.term; exit 0\" TERM; \
                       echo $$ > $0.pid; sleep 30 & wait' \"$1\" & ); ";
         match self {
             // Two sleeps of the tree's own length; any signal to either (or
@@ -122,7 +125,7 @@ struct Ran {
     spec: Spec,
     backend: Backend,
     finished: Option<Finished>,
-    /// When the tree was spawned, by the wall clock (the orphan's `date`).
+    /// When the tree was spawned, by the wall clock (the orphan's `.term` file's).
     spawned_wall: SystemTime,
     /// When the test saw the call end (or the drop's cleanup finish).
     ended_after: Duration,
@@ -139,9 +142,11 @@ fn orphan_of(file: &Path) -> Option<Proc> {
 }
 
 fn term_time(file: &Path) -> Option<SystemTime> {
-    let text = std::fs::read_to_string(file.with_extension("term")).ok()?;
-    let secs: f64 = text.trim().parse().ok()?;
-    Some(UNIX_EPOCH + Duration::from_secs_f64(secs))
+    let term = file.with_extension("term");
+    let text = std::fs::read_to_string(&term).ok()?;
+    (text.trim() == "term")
+        .then(|| std::fs::metadata(&term).and_then(|m| m.modified()).ok())
+        .flatten()
 }
 
 /// Spawns and ends one tree as its spec says; `None` if its backend is not
@@ -203,8 +208,8 @@ async fn run_tree(name: String, spec: Spec, file: PathBuf) -> Option<Ran> {
         .await;
         // What the orphan left says which step did not happen: no `.term`
         // (no SIGTERM, or killed before its trap wrote), an empty one (killed
-        // while `date` ran), or a live orphan; the report says whether the
-        // tree escalated to SIGKILL.
+        // while writing), or a live orphan; the report says whether the tree
+        // escalated to SIGKILL.
         assert!(
             recorded,
             "tree {name} ({backend}): its orphan recorded no SIGTERM or survived: \
