@@ -873,6 +873,69 @@ backend_tests!(breeder() {
     a_member_forking_outside_the_group_is_stopped_whole_subreaper: Subreaper,
 });
 
+/// The same breeder, its tree ended without a runtime: the runtime that
+/// supervises it shuts down (the supervisor's `Drop`, the path `corral reap`,
+/// the start-up sweep and the watchdog share: `kill_now`). The members are
+/// stopped with what they forked, to a fixed point, before the kill there
+/// too (`halt.rs`); killed as a walk found them, a child forked between the
+/// walk and the kill outlived the tree.
+fn breeder_dropped_with_its_runtime(backend: Backend) {
+    let out = std::env::temp_dir().join(format!(
+        "corral-breeder-dropped-{}-{backend}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&out);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let ready = runtime.block_on(async {
+        let child = or_skip(
+            Command::new(fixture_path())
+                .args(["breed", BREED_SECS])
+                .arg(&out)
+                .backend(BackendChoice::Only(backend))
+                .spawn()
+                .await,
+            backend,
+        )?;
+        let mut tap = child.stdout_tap().expect("captured");
+        let ready = tokio::time::timeout(READY_TIMEOUT, tap.wait_for(|b| b.contains(&b'\n')))
+            .await
+            .expect("readiness line in time");
+        assert!(ready, "the fixture ended before its readiness line");
+        let line = String::from_utf8_lossy(&tap.snapshot()).into_owned();
+        // Breeding for a while before the runtime goes.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Held by the runtime's task: dropped with it, never awaited.
+        std::mem::forget(child);
+        Some(parse_ready(line.lines().next().unwrap_or_default()))
+    });
+    let Some(procs) = ready else {
+        return;
+    };
+    let _cleanup = Guard::of(procs);
+    drop(runtime);
+    std::thread::sleep(Duration::from_millis(2500));
+    let survived = out.exists();
+    let _ = std::fs::remove_file(&out);
+    assert!(
+        !survived,
+        "{backend}: a child forked while the tree was killed without a runtime outlived it"
+    );
+}
+
+#[test]
+fn a_member_forking_outside_the_group_is_stopped_whole_without_a_runtime_group() {
+    breeder_dropped_with_its_runtime(Backend::Group);
+}
+
+#[test]
+fn a_member_forking_outside_the_group_is_stopped_whole_without_a_runtime_subreaper() {
+    breeder_dropped_with_its_runtime(Backend::Subreaper);
+}
+
 /// Waiting for the tree to empty is driven by the kernel's notification
 /// (cgroup: `cgroup.events`) or a backed-off poll (scanned backends), so a
 /// one-second grace costs the supervisor little CPU. A wait that returned at

@@ -49,6 +49,10 @@ type Identities = HashSet<(i32, u64)>;
 /// Members held by a checked pidfd (see [`identity::hold_verified`]).
 type Pidfds = HashMap<(i32, u64), Kept>;
 
+/// How long [`ScannedTree::kill_now`] waits for a member it stopped to show
+/// it has.
+const KILL_NOW_STOP_BOUND: Duration = Duration::from_millis(250);
+
 /// How many pidfds the trees of this process keep at once while they are
 /// killed: a quarter of the descriptors it may open (the rest is the
 /// program's), whatever the number of trees dying together. Members beyond
@@ -856,7 +860,19 @@ impl ScannedTree {
         }
     }
 
+    /// `SIGKILL` to the tree without a runtime (a drop, and `end_now`:
+    /// `corral reap`, the start-up sweep, the watchdog): the members a walk
+    /// finds are stopped first, with what they started, to a fixed point,
+    /// and only then killed (`halt.rs`), so one that forks between the walk
+    /// and its kill leaves no child behind; then a killing walk as before,
+    /// for what the group holds unseen.
     pub(crate) fn kill_now(&mut self) {
+        if let Ok(members) = self.scan() {
+            let roots: Vec<(i32, u64)> = members.iter().map(|m| (m.pid, m.start_time)).collect();
+            let halted = super::halt::stop_and_kill(&roots, &|_| true, KILL_NOW_STOP_BOUND);
+            self.killed
+                .extend(halted.killed.iter().map(|p| (p.pid, p.start_time)));
+        }
         if let Err(error) = self.signal(Signal::KILL) {
             tracing::warn!(%error, "synchronous kill failed");
         }
