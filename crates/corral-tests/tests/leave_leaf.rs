@@ -18,7 +18,7 @@ use std::{
 };
 
 use common::fixture_path;
-use corral::{Backend, BackendChoice, Command, Error, Finished, Outcome, OutputTap};
+use corral::{Backend, BackendChoice, Command, Error, Finished, GraceEnds, Outcome, OutputTap};
 use corral_tests::{
     Bystander, Guard, Proc, READY_TIMEOUT, Scratch, cgroup_parent, is_root, parse_ready,
 };
@@ -208,23 +208,38 @@ async fn a_member_that_left_early_is_found_through_its_parent() {
 
 /// A child forked during the grace (after the first listing) that moves
 /// itself out while its parent, which ignores SIGTERM, stays: found by the
-/// second look just before `SIGKILL`, then ended and named.
+/// second look just before `SIGKILL`, then ended and named. Each step waits
+/// for the one before it: the member sets its trap before the leader says
+/// it is ready, and the grace (30 s, ending when the leader exits) ends only
+/// once the escaper has moved, since the leader exits on its mark. (With a
+/// fixed 900 ms grace, the escaper, started in the member's TERM trap, had
+/// not run yet when `SIGKILL` came under emulation on a loaded host.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_that_left_during_the_grace_is_found_before_sigkill() {
     let Some(parent) = cgroup_parent() else {
         return;
     };
+    let marks = Scratch::new("left-during-the-grace");
     // The escaper prints its identity, so the test can end it if corral does
     // not.
     let escaper = "echo 0 > \"$PARENT/cgroup.procs\" && \
-                   echo escaped $$ $(cut -d' ' -f22 /proc/$$/stat) && exec sleep 60";
-    let leader = "trap 'sh -c \"$ESCAPER\" &' TERM; echo ready $$; \
+                   echo escaped $$ $(cut -d' ' -f22 /proc/$$/stat) && : > \"$MOVED\" && \
+                   exec sleep 60";
+    let member = "trap 'sh -c \"$ESCAPER\" &' TERM; : > \"$HELD\"; \
+                  while :; do sleep 0.05; done";
+    let leader = "sh -c \"$MEMBER\" & \
+                  trap 'until [ -e \"$MOVED\" ]; do sleep 0.01; done; exit 0' TERM; \
+                  until [ -e \"$HELD\" ]; do sleep 0.01; done; echo ready $$; \
                   while :; do sleep 0.05; done";
     let command = Command::new("sh")
         .args(["-c", leader])
+        .env("MEMBER", member)
         .env("ESCAPER", escaper)
         .env("PARENT", &parent)
-        .grace(GRACE * 3); // time to fork and move, on a loaded machine
+        .env("HELD", marks.path("held"))
+        .env("MOVED", marks.path("moved"))
+        .grace(Duration::from_secs(30))
+        .grace_ends(GraceEnds::AtLeaderExit);
     let Some(Cancelled {
         finished,
         took,
@@ -235,7 +250,6 @@ async fn a_child_that_left_during_the_grace_is_found_before_sigkill() {
     else {
         return;
     };
-    let took = took.saturating_sub(GRACE * 2);
 
     let stdout = finished.stdout.text();
     let escaped: Vec<Proc> = stdout

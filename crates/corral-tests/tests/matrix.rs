@@ -834,23 +834,36 @@ const BREED_SECS: &str = "2";
 /// The kill stops members to a fixed point first, and a stopped process
 /// cannot fork (`ScannedTree::freeze`). The breeder ignores `SIGTERM`, so
 /// the kill is what ends it; a child of it that outlives it says so.
+/// The call is cancelled once the breeder is ready and has bred for a
+/// while (a fixed 500 ms time limit could end it before its readiness line
+/// under emulation on a loaded host).
 async fn breeder(backend: Backend) {
     let out = std::env::temp_dir().join(format!("corral-breeder-{}-{backend}", std::process::id()));
     let _ = std::fs::remove_file(&out);
-    let result = Command::new(fixture_path())
+    let token = CancellationToken::new();
+    let spawned = Command::new(fixture_path())
         .args(["breed", BREED_SECS])
         .arg(&out)
         .backend(BackendChoice::Only(backend))
         .grace(GRACE)
         .final_bound(FINAL)
-        .timeout(Duration::from_millis(500))
-        .run()
+        .cancel_on(token.clone())
+        .spawn()
         .await;
-    let Some(finished) = or_skip(result, backend) else {
+    let Some(child) = or_skip(spawned, backend) else {
         return;
     };
-    let procs = parse_ready(finished.stdout.text().lines().next().unwrap_or_default());
+    let mut tap = child.stdout_tap().expect("stdout is captured");
+    let ready = tokio::time::timeout(READY_TIMEOUT, tap.wait_for(|b| b.contains(&b'\n')))
+        .await
+        .expect("readiness line in time");
+    assert!(ready, "the fixture ended before its readiness line");
+    let line = String::from_utf8_lossy(&tap.snapshot()).into_owned();
+    let procs = parse_ready(line.lines().next().unwrap_or_default());
     let _cleanup = Guard::of(procs);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    token.cancel();
+    let finished = child.wait().await.expect("a result");
     // The breeding has ended by now; an orphan that outlived the call said so.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let survived = out.exists();
