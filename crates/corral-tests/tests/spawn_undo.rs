@@ -26,6 +26,22 @@ use support::{MARK, Run, in_child_with, leaves, marked, reap_orphans, runtime};
 const ESCAPES: &str = "setsid sleep 300 & (trap '' TERM; sleep 300) & \
                        (sh -c 'sleep 300 &' &); sleep 0.05; : > \"$WHEN\"; exec sleep 300";
 
+/// The processes marked `mark` still running once what `SIGKILL` was sent
+/// to has had a moment to go (up to 5 s), and a guard that ends them.
+async fn left_running(mark: &str) -> (Vec<corral::identity::Stat>, Guard) {
+    wait_until_async(Duration::from_secs(5), || {
+        reap_orphans();
+        marked(mark).is_empty()
+    })
+    .await;
+    let left = marked(mark);
+    let guard = Guard::of(left.iter().map(|stat| Proc {
+        pid: stat.pid,
+        start_time: stat.start_time,
+    }));
+    (left, guard)
+}
+
 fn fails_after_launch_and_leaves_nothing(name: &str, backend: Backend) {
     let scratch = Scratch::new(name);
     let when = scratch.path("started");
@@ -53,20 +69,9 @@ fn fails_after_launch_and_leaves_nothing(name: &str, backend: Backend) {
             Err(error) => println!("{backend}: {error}"),
             Ok(_) => panic!("{backend}: the injected fault did not fire"),
         }
-        // What `SIGKILL` was sent to is gone within moments; what was not,
-        // runs on.
-        let gone = wait_until_async(Duration::from_secs(5), || {
-            reap_orphans();
-            marked(&mark).is_empty()
-        })
-        .await;
-        let left = marked(&mark);
-        let _cleanup = Guard::of(left.iter().map(|stat| Proc {
-            pid: stat.pid,
-            start_time: stat.start_time,
-        }));
+        let (left, _cleanup) = left_running(&mark).await;
         assert!(
-            gone,
+            left.is_empty(),
             "{backend}: the tree runs on after the failed spawn: {left:?}"
         );
         assert!(leaves().is_empty(), "{backend}: a cgroup leaf was left");
@@ -147,18 +152,9 @@ fn out_of_descriptors_during_supervision_the_tree_still_ends(name: &str, backend
         let finished = child.wait().await;
         drop(filler);
         let finished = finished.expect("a result");
-        let gone = wait_until_async(Duration::from_secs(5), || {
-            reap_orphans();
-            marked(&mark).is_empty()
-        })
-        .await;
-        let left = marked(&mark);
-        let _cleanup = Guard::of(left.iter().map(|stat| Proc {
-            pid: stat.pid,
-            start_time: stat.start_time,
-        }));
+        let (left, _cleanup) = left_running(&mark).await;
         assert!(
-            gone,
+            left.is_empty(),
             "{backend}: the tree ran on after a cleanup out of descriptors: {left:?}, {:?}",
             finished.report
         );
