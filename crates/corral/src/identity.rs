@@ -123,6 +123,34 @@ pub(crate) fn is_exiting(pid: i32) -> bool {
         .is_ok_and(|text| flags_of(&String::from_utf8_lossy(&text)) & PF_EXITING != 0)
 }
 
+/// Whether the process `pid` that started at `start_time` is dying whole:
+/// every one of its threads has begun to exit (`PF_EXITING`) or is done (a
+/// zombie). Such a process was killed or has exited: it runs no code of its
+/// own again, and only the kernel's release of what it held is left. A
+/// process whose first thread exits while another runs on is not dying
+/// whole. False if it is gone, is another process, or cannot be read.
+pub(crate) fn is_dying(pid: i32, start_time: u64) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    let dying = |path: &str| {
+        read_small(path).is_ok_and(|bytes| {
+            let text = String::from_utf8_lossy(&bytes);
+            let done = parse_stat(&text).is_some_and(|stat| !stat.is_running());
+            done || flags_of(&text) & PF_EXITING != 0
+        })
+    };
+    let is_it = read_stat(pid).is_ok_and(|stat| stat.start_time == start_time);
+    if !is_it || !dying(&format!("/proc/{pid}/stat")) {
+        return false;
+    }
+    let Ok(threads) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    threads.flatten().all(|thread| {
+        let tid = thread.file_name();
+        dying(&format!("/proc/{pid}/task/{}/stat", tid.to_string_lossy()))
+    })
+}
+
 /// The flags (field 9) of a `/proc/PID/stat` line; 0 if unparsable.
 fn flags_of(text: &str) -> u64 {
     // Fields from 3 on, after the command name: state ppid pgrp session
@@ -484,6 +512,47 @@ pub(crate) mod tests {
         );
         assert_eq!(flags_of("garbage"), 0);
         assert!(!is_exiting(std::process::id() as i32));
+    }
+
+    /// Dying whole means every thread: a zombie is; a running process is
+    /// not; nor is one whose first thread exited while another runs on,
+    /// although its `/proc/PID/stat` reads `Z` with `PF_EXITING` set.
+    #[test]
+    fn dying_means_every_thread_is_exiting_or_done() {
+        let state = |pid: u32| read_stat(pid as i32).map(|s| (s.state, s.start_time));
+        let until_zombie = |pid: u32| {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                match state(pid) {
+                    Ok(('Z', start)) => return start,
+                    _ if std::time::Instant::now() > until => panic!("{pid} never a zombie"),
+                    _ => std::thread::sleep(std::time::Duration::from_millis(5)),
+                }
+            }
+        };
+        let me = std::process::id();
+        let (_, my_start) = state(me).expect("our own stat");
+        assert!(!is_dying(me as i32, my_start), "we run");
+
+        let mut zombie = std::process::Command::new("true").spawn().expect("true");
+        let start = until_zombie(zombie.id());
+        assert!(is_dying(zombie.id() as i32, start), "a zombie is done");
+        assert!(!is_dying(zombie.id() as i32, start + 1), "another process");
+        zombie.wait().expect("reaped");
+
+        // The main thread leaves (`pthread_exit`), a second thread sleeps on.
+        let script = "import ctypes, threading, time\n\
+                      threading.Thread(target=time.sleep, args=(60,)).start()\n\
+                      ctypes.CDLL(None).pthread_exit(None)\n";
+        let mut python = std::process::Command::new("python3")
+            .args(["-c", script])
+            .spawn()
+            .expect("python3 (the repository's scripts need it too)");
+        let start = until_zombie(python.id());
+        let dying = is_dying(python.id() as i32, start);
+        python.kill().expect("killed");
+        python.wait().expect("reaped");
+        assert!(!dying, "a thread of it runs on");
     }
 
     /// A made-up `/proc` entry, for rules tested on made-up tables.

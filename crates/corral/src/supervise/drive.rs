@@ -31,6 +31,8 @@ pub(crate) trait Members {
     async fn wait_empty(&mut self, deadline: Instant, kill_late: bool) -> io::Result<bool>;
     /// The running members, for the report.
     fn members(&mut self) -> Vec<ProcessInfo>;
+    /// Whether `member` is dying whole (every thread exiting or done).
+    fn is_dying(&self, member: &ProcessInfo) -> bool;
     /// Whether members were seen exiting that no scan could name.
     fn members_exiting(&self) -> bool;
     /// Processes that may be members but could not be told yet.
@@ -52,6 +54,10 @@ impl Members for Tree {
 
     fn members(&mut self) -> Vec<ProcessInfo> {
         Tree::members(self)
+    }
+
+    fn is_dying(&self, member: &ProcessInfo) -> bool {
+        crate::identity::is_dying(member.pid, member.start_time)
     }
 
     fn members_exiting(&self) -> bool {
@@ -179,9 +185,19 @@ async fn send(
 }
 
 /// The final bound passed: name the survivors, and say what could not be
-/// named.
+/// named. A member still exiting then (killed, every thread past the point
+/// where it runs code of its own, the kernel still releasing what it held:
+/// a storm of hundreds on a starved machine) did not survive the kill: it is
+/// named in a note, not as a survivor.
 fn give_up(tree: &mut impl Members, report: &mut CleanupReport) {
-    report.survivors = tree.members();
+    let (dying, survivors): (Vec<ProcessInfo>, Vec<ProcessInfo>) = tree
+        .members()
+        .into_iter()
+        .partition(|member| tree.is_dying(member));
+    report.survivors = survivors;
+    if !dying.is_empty() {
+        report.notes.push(dying_note(&dying));
+    }
     if tree.members_exiting() {
         report.notes.push(
             "members kept forking and exiting until the final bound, faster than a /proc \
@@ -203,6 +219,26 @@ fn give_up(tree: &mut impl Members, report: &mut CleanupReport) {
     );
 }
 
+/// The note naming the members still exiting at the final bound (the first
+/// few; a storm may leave hundreds).
+fn dying_note(dying: &[ProcessInfo]) -> String {
+    const NAMED: usize = 5;
+    let mut named: Vec<String> = dying
+        .iter()
+        .take(NAMED)
+        .map(|p| format!("{} ({})", p.pid, p.command))
+        .collect();
+    if dying.len() > NAMED {
+        named.push(format!("and {} more", dying.len() - NAMED));
+    }
+    format!(
+        "{} member(s) were killed and still exiting when the final bound passed (the kernel \
+         was releasing what they held; they run nothing again), so they are not survivors: {}",
+        dying.len(),
+        named.join(", ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -218,6 +254,9 @@ mod tests {
         takes: Duration,
         sent: Vec<Signal>,
         fail_checks: bool,
+        /// Whether a member sent its fatal signal shows as exiting until it
+        /// is gone (a storm the kernel is slow to tear down).
+        exits_slowly: bool,
     }
 
     impl Fake {
@@ -228,6 +267,7 @@ mod tests {
                 takes,
                 sent: Vec::new(),
                 fail_checks: false,
+                exits_slowly: false,
             }
         }
 
@@ -272,6 +312,10 @@ mod tests {
                 start_time: 7,
                 command: "fake".to_owned(),
             }]
+        }
+
+        fn is_dying(&self, _member: &ProcessInfo) -> bool {
+            self.exits_slowly && self.dying_since.is_some()
         }
 
         fn members_exiting(&self) -> bool {
@@ -439,6 +483,26 @@ mod tests {
         let pids: Vec<i32> = report.survivors.iter().map(|p| p.pid).collect();
         assert_eq!(pids, vec![42]);
         assert!(report.escalated);
+    }
+
+    /// A member killed and still exiting when the final bound passes (the
+    /// kernel slow to tear it down) did not survive: the call returns at the
+    /// bound, names it in a note, and not as a survivor.
+    #[tokio::test(start_paused = true)]
+    async fn a_member_still_exiting_at_the_final_bound_is_no_survivor() {
+        let mut tree = Fake::new(Some(Signal::KILL), Duration::from_secs(60));
+        tree.exits_slowly = true;
+        let (report, took) = run(&mut tree).await;
+        assert_eq!(took, POLICY.grace + POLICY.final_bound);
+        assert!(report.survivors.is_empty(), "{:?}", report.survivors);
+        assert!(
+            report.notes.iter().any(
+                |n| n.starts_with("1 member(s) were killed and still exiting")
+                    && n.ends_with(": 42 (fake)")
+            ),
+            "{:?}",
+            report.notes
+        );
     }
 
     /// An empty tree is signalled nothing.
