@@ -402,11 +402,15 @@ pub struct ServeArgs {
     #[arg(long, requires = "http")]
     pub allow_remote: bool,
 
-    /// With --http: the bearer token is this file's contents (trimmed); the
-    /// file must not be readable by group or others. Default: a random token,
-    /// printed on stderr.
-    #[arg(long, value_name = "FILE", requires = "http")]
-    pub token_file: Option<PathBuf>,
+    /// With --http: a client's bearer token is this file's contents
+    /// (trimmed), and the client is named by the file's name without its
+    /// extension (alice.token: alice). Repeatable, one file per client: each
+    /// client sees and controls only the background runs it started. The
+    /// file must be a regular file (not a symlink), owned by the user the
+    /// server runs as (or root), closed to group and others (chmod 600).
+    /// Default: one random token, printed on stderr.
+    #[arg(long = "token-file", value_name = "FILE", requires = "http")]
+    pub token_files: Vec<PathBuf>,
 
     /// With --http: a browser Origin allowed to call (repeatable; default:
     /// http://127.0.0.1:PORT, http://localhost:PORT, http://[::1]:PORT).

@@ -683,3 +683,341 @@ fn a_restarted_server_reaps_its_crashed_predecessors_runs() {
     assert_eq!(event(&events, "result")["is_error"], false, "{events:#?}");
     assert_gone(&[run], Duration::from_secs(10), "the crashed server's run");
 }
+
+/// `corral mcp serve ARGS` that must refuse to start, and at once: its exit
+/// code and stderr. A server still starting after `bound` fails the test
+/// (and is killed).
+fn refused_within(args: &[&str], bound: Duration) -> (Option<i32>, String) {
+    let mut child = Owned(
+        Command::new(wrapper())
+            .args(["mcp", "serve"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting corral mcp serve"),
+    );
+    let stderr = drain(child.stderr.take());
+    let mut status = None;
+    wait_until(bound, || {
+        status = child.try_wait().expect("try_wait");
+        status.is_some()
+    });
+    drop(child);
+    let stderr = stderr.join().expect("stderr");
+    let status = status.unwrap_or_else(|| {
+        panic!("corral mcp serve {args:?} was still starting after {bound:?}: {stderr}")
+    });
+    assert!(
+        !stderr.contains("listening on"),
+        "a refused server listened: {stderr}"
+    );
+    (status.code(), stderr)
+}
+
+/// A scratch directory anyone may write in (mode 1777, like /tmp).
+fn shared_dir(name: &str) -> Scratch {
+    let scratch = Scratch::new(name);
+    std::fs::set_permissions(&scratch.0, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    scratch
+}
+
+/// A token file of ours: `text`, mode 0600.
+fn own_token(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("write token");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+}
+
+/// The user that plays the other local user: `nobody`.
+const NOBODY: u32 = 65534;
+
+/// A root server must not take a token another user chose: `nobody` writes
+/// a private token file (mode 0600, its own) into a directory anyone may
+/// write in, and names it as if it were root's. Served, `nobody` would run
+/// commands as root with it.
+#[test]
+fn a_token_file_another_user_wrote_is_refused_by_a_root_server() {
+    use std::os::unix::process::CommandExt as _;
+    if !corral_tests::is_root() {
+        corral_tests::skipped("a token file of another user needs root to plant");
+        return;
+    }
+    let scratch = shared_dir("serve-foreign-token");
+    let token_file = scratch.path("corral-token");
+    let wrote = Command::new("/bin/sh")
+        .args(["-c", "umask 077; echo known > \"$1\"", "sh"])
+        .arg(&token_file)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .status()
+        .expect("running sh as nobody");
+    assert!(wrote.success(), "nobody wrote its token file");
+    let path = token_file.to_str().expect("UTF-8");
+    let (code, stderr) = refused_within(
+        &["--http", "127.0.0.1:0", "--token-file", path],
+        Duration::from_secs(10),
+    );
+    assert_eq!(code, Some(125), "{stderr}");
+    for part in [
+        path,
+        "owned by nobody (uid 65534)",
+        "mode 600",
+        "chown root",
+    ] {
+        assert!(stderr.contains(part), "no {part:?} in: {stderr}");
+    }
+}
+
+/// A FIFO as the token file is refused at once: opened without blocking, it
+/// cannot hold start-up until somebody writes into it.
+#[test]
+fn a_fifo_as_the_token_file_is_refused_at_once() {
+    let scratch = Scratch::new("serve-fifo-token");
+    let fifo = scratch.path("token");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .expect("mkfifo");
+    let path = fifo.to_str().expect("UTF-8");
+    let (code, stderr) = refused_within(
+        &["--http", "127.0.0.1:0", "--token-file", path],
+        Duration::from_secs(10),
+    );
+    assert_eq!(code, Some(125), "{stderr}");
+    assert!(stderr.contains("not a regular file (a FIFO)"), "{stderr}");
+}
+
+/// A symlink to a good token file is refused (whoever can change the link
+/// chooses the token); the file itself is served.
+#[test]
+fn a_symlink_to_a_token_file_is_refused_and_the_file_itself_served() {
+    let scratch = Scratch::new("serve-link-token");
+    let good = scratch.path("good.token");
+    own_token(&good, "good-token-5678\n");
+    let link = scratch.path("link.token");
+    std::os::unix::fs::symlink(&good, &link).expect("symlink");
+    let (code, stderr) = refused_within(
+        &[
+            "--http",
+            "127.0.0.1:0",
+            "--token-file",
+            link.to_str().expect("UTF-8"),
+        ],
+        Duration::from_secs(10),
+    );
+    assert_eq!(code, Some(125), "{stderr}");
+    assert!(stderr.contains("a symbolic link"), "{stderr}");
+    let server = HttpServer::start(&["--token-file", good.to_str().expect("UTF-8")]);
+    let (status, head) = raw_post(&server, &[("Authorization", "Bearer good-token-5678")]);
+    assert_eq!(status, 200, "{head}");
+    assert_eq!(server.stop().code(), Some(0));
+}
+
+/// `corral mcp call --url URL` with `token` as the bearer: the tool's result
+/// (`structuredContent`, `isError`, `content`).
+fn call_as(server: &HttpServer, token: &str, tool: &str, arguments: &Value) -> Value {
+    let output = Command::new(wrapper())
+        .args([
+            "mcp",
+            "call",
+            "--json",
+            "--timeout",
+            "60s",
+            "--url",
+            &server.url,
+        ])
+        .args(["--header", &format!("Authorization: Bearer {token}")])
+        .args([tool, &arguments.to_string()])
+        .stdin(Stdio::null())
+        .output()
+        .expect("running corral mcp call");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let envelope: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "corral mcp call {tool}: no envelope ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    assert!(
+        envelope["result"].is_object(),
+        "corral mcp call {tool}: no result: {envelope:#}"
+    );
+    envelope["result"].clone()
+}
+
+/// The text of a tool result.
+fn text_of(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|block| block["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A server with two clients, `alice` and `bob`, each with its own token
+/// file; the tokens.
+fn two_clients(scratch: &Scratch) -> (HttpServer, &'static str, &'static str) {
+    let (alice, bob) = ("alice-token-0123456789", "bob-token-9876543210");
+    let (alice_file, bob_file) = (scratch.path("alice.token"), scratch.path("bob.token"));
+    own_token(&alice_file, alice);
+    own_token(&bob_file, bob);
+    let server = HttpServer::start(&[
+        "--token-file",
+        alice_file.to_str().expect("UTF-8"),
+        "--token-file",
+        bob_file.to_str().expect("UTF-8"),
+        "--root",
+        scratch.0.to_str().expect("UTF-8"),
+    ]);
+    (server, alice, bob)
+}
+
+/// Starts a background run as `token`; its id.
+fn start_background(server: &HttpServer, token: &str, arguments: Value) -> String {
+    let mut arguments = arguments;
+    arguments["background"] = json!(true);
+    let started = call_as(server, token, "run", &arguments);
+    assert_eq!(started["isError"], false, "{started:#}");
+    started["structuredContent"]["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no run id: {started:#}"))
+        .to_owned()
+}
+
+/// Another client's background run is as good as absent: `bob` neither
+/// lists nor reads, waits for or ends `alice`'s run, and is told "not found"
+/// in the very words of an id never given out.
+#[test]
+fn another_client_neither_sees_nor_reads_waits_for_nor_ends_a_run() {
+    let scratch = Scratch::new("serve-principals");
+    let (server, alice, bob) = two_clients(&scratch);
+    let id = start_background(
+        &server,
+        alice,
+        json!({"shell": "echo SECRET-OF-A; exec sleep 600", "timeout": 600}),
+    );
+    let mut read = Value::Null;
+    assert!(
+        wait_until(LIMIT, || {
+            read = call_as(&server, alice, "read_run", &json!({"id": id}));
+            text_of(&read).contains("SECRET-OF-A")
+        }),
+        "alice reads her run's output: {read:#}"
+    );
+
+    let listed = call_as(&server, bob, "list_runs", &json!({}));
+    assert_eq!(listed["isError"], false, "{listed:#}");
+    assert_eq!(
+        listed["structuredContent"]["runs"],
+        json!([]),
+        "bob lists alice's run: {listed:#}"
+    );
+    let never = "run-00000000000000000000000000000000";
+    for (tool, arguments) in [
+        ("read_run", json!({"id": id})),
+        ("wait_run", json!({"id": id, "timeout": 1})),
+        ("kill_run", json!({"id": id})),
+    ] {
+        let answer = call_as(&server, bob, tool, &arguments);
+        let mut unknown = arguments.clone();
+        unknown["id"] = json!(never);
+        let expected = call_as(&server, bob, tool, &unknown);
+        assert_eq!(expected["isError"], true, "{expected:#}");
+        assert!(
+            text_of(&expected).contains("no background run"),
+            "{expected:#}"
+        );
+        assert_eq!(answer["isError"], true, "bob's {tool}: {answer:#}");
+        assert_eq!(
+            text_of(&answer),
+            text_of(&expected).replace(never, &id),
+            "bob's {tool} of alice's run answers otherwise than for an unknown id"
+        );
+        assert!(!text_of(&answer).contains("SECRET"), "{answer:#}");
+    }
+
+    // Bob's kill_run ended nothing: alice's run still runs, and is hers.
+    let mine = call_as(&server, alice, "list_runs", &json!({}));
+    let runs = mine["structuredContent"]["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1, "{mine:#}");
+    assert_eq!(runs[0]["id"], json!(id));
+    assert_eq!(runs[0]["state"], "running", "{mine:#}");
+    let killed = call_as(&server, alice, "kill_run", &json!({"id": id}));
+    assert_eq!(killed["isError"], false, "{killed:#}");
+    assert_eq!(server.stop().code(), Some(0));
+}
+
+/// The finished runs kept are kept per client: 17 finished runs of `bob`
+/// push out bob's oldest, never `alice`'s result.
+#[test]
+fn another_clients_runs_do_not_push_out_a_finished_result() {
+    let scratch = Scratch::new("serve-principals-keep");
+    let (server, alice, bob) = two_clients(&scratch);
+    let wait = |token: &str, id: &str| {
+        let waited = call_as(
+            &server,
+            token,
+            "wait_run",
+            &json!({"id": id, "timeout": 30}),
+        );
+        assert_eq!(
+            waited["structuredContent"]["outcome"], "exited",
+            "{waited:#}"
+        );
+    };
+    let hers = start_background(&server, alice, json!({"argv": ["echo", "A-RESULT"]}));
+    wait(alice, &hers);
+    let mut his = Vec::new();
+    for _ in 0..17 {
+        let id = start_background(&server, bob, json!({"argv": ["true"]}));
+        wait(bob, &id);
+        his.push(id);
+    }
+    let read = call_as(&server, alice, "read_run", &json!({"id": hers}));
+    assert_eq!(
+        read["isError"], false,
+        "alice's result was pushed out: {read:#}"
+    );
+    assert_eq!(
+        read["structuredContent"]["stdout"]["data"], "A-RESULT\n",
+        "{read:#}"
+    );
+    // Bob's own cap still holds: his oldest went.
+    let oldest = call_as(&server, bob, "read_run", &json!({"id": his[0]}));
+    assert_eq!(oldest["isError"], true, "{oldest:#}");
+    let newest = call_as(&server, bob, "read_run", &json!({"id": his[16]}));
+    assert_eq!(newest["isError"], false, "{newest:#}");
+    assert_eq!(server.stop().code(), Some(0));
+}
+
+/// Run ids are 128 random bits: two ids in a row share no counter.
+#[test]
+fn run_ids_are_unguessable() {
+    let scratch = Scratch::new("serve-run-ids");
+    let (server, alice, _) = two_clients(&scratch);
+    let ids: Vec<String> = (0..2)
+        .map(|_| start_background(&server, alice, json!({"argv": ["true"]})))
+        .collect();
+    for id in &ids {
+        let hex = id.strip_prefix("run-").unwrap_or_else(|| panic!("{id}"));
+        assert!(
+            hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
+            "not run- and 32 hex digits: {id}"
+        );
+    }
+    let differing = ids[0]
+        .bytes()
+        .zip(ids[1].bytes())
+        .filter(|(a, b)| a != b)
+        .count();
+    // Random ids differ in about 30 of 32 digits; a counter in one or two.
+    assert!(differing >= 8, "{ids:?} differ in only {differing} places");
+    assert_eq!(server.stop().code(), Some(0));
+}

@@ -4,18 +4,19 @@
 //! exits 0.
 
 use std::{
+    collections::HashMap,
     fs::File,
     io::{self, Read, Write as _},
     net::SocketAddr,
-    os::unix::fs::MetadataExt as _,
-    path::Path,
+    path::{Path, PathBuf},
 };
 
 use anyhow::{Context, bail};
 use corral_mcp::serve::{
-    CorralServer, Runner, ServeOptions,
-    transport::{self, HttpAuth},
+    CorralServer, Principal, Runner, ServeOptions,
+    transport::{self, Client, HttpAuth},
 };
+use rustix::fs::{FileType, Mode, OFlags};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -46,8 +47,8 @@ enum Transport {
     Http {
         address: SocketAddr,
         auth: HttpAuth,
-        /// The token was made here: print it once listening.
-        generated: bool,
+        /// The token made here (no --token-file): printed once listening.
+        generated: Option<String>,
     },
 }
 
@@ -126,11 +127,12 @@ fn transport_of(args: &ServeArgs) -> anyhow::Result<Transport> {
         return Ok(Transport::Stdio);
     };
     check_address(address, args.allow_remote)?;
-    let (token, generated) = match &args.token_file {
-        Some(path) => (read_token(path)?, false),
-        None => (random_token()?, true),
+    let (mut auth, generated) = if args.token_files.is_empty() {
+        let token = random_token()?;
+        (HttpAuth::new(token.clone()), Some(token))
+    } else {
+        (HttpAuth::with_clients(clients(&args.token_files)?), None)
     };
-    let mut auth = HttpAuth::new(token);
     auth.allowed_origins.clone_from(&args.allowed_origins);
     auth.any_host = args.allow_remote;
     Ok(Transport::Http {
@@ -152,23 +154,100 @@ fn check_address(address: SocketAddr, allow_remote: bool) -> anyhow::Result<()> 
     )
 }
 
-/// The token in `path`: its contents, trimmed. The file must be a regular
-/// file, closed to group and others, at most [`MAX_TOKEN_FILE`] bytes.
+/// The clients of `--token-file` files: each file's token, named by the
+/// file's stem. Two files naming the same client, or holding the same
+/// token, are refused (a token must say who calls).
+fn clients(paths: &[PathBuf]) -> anyhow::Result<Vec<Client>> {
+    let mut names: HashMap<String, &Path> = HashMap::new();
+    let mut tokens: HashMap<String, &Path> = HashMap::new();
+    let mut clients = Vec::new();
+    for path in paths {
+        let shown = path.display();
+        let name = path
+            .file_stem()
+            .and_then(|stem| stem.to_str())
+            .filter(|stem| !stem.is_empty())
+            .with_context(|| {
+                format!(
+                    "--token-file {shown}: the file's name names the client and must be UTF-8 \
+                     text, e.g. alice.token"
+                )
+            })?
+            .to_owned();
+        if let Some(other) = names.insert(name.clone(), path) {
+            bail!(
+                "--token-file {shown} and {}: both name the client {name:?} (a client is named \
+                 by its file's name without the extension); rename one",
+                other.display()
+            );
+        }
+        let token = read_token(path)?;
+        if let Some(other) = tokens.insert(token.clone(), path) {
+            bail!(
+                "--token-file {shown} and {}: the same token; each client needs its own, \
+                 e.g. openssl rand -hex 32 > FILE",
+                other.display()
+            );
+        }
+        clients.push(Client::new(Principal::new(name), token));
+    }
+    Ok(clients)
+}
+
+/// The token in `path`: its contents, trimmed. The file is opened without
+/// following a symlink and without blocking (a FIFO cannot hold start-up),
+/// and checked on the opened descriptor: a regular file, owned by this
+/// process's effective user or root (a token another user wrote would let
+/// that user run commands as this one), closed to group and others, at most
+/// [`MAX_TOKEN_FILE`] bytes.
 fn read_token(path: &Path) -> anyhow::Result<String> {
     let shown = path.display();
-    let file = File::open(path).with_context(|| format!("--token-file {shown}: cannot open"))?;
-    let metadata = file
-        .metadata()
-        .with_context(|| format!("--token-file {shown}: cannot stat"))?;
-    if !metadata.is_file() {
-        bail!("--token-file {shown}: not a regular file");
-    }
-    let mode = metadata.mode() & 0o777;
-    if mode & 0o077 != 0 {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = match rustix::fs::open(path, flags | OFlags::NOCTTY, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::LOOP)
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink()) =>
+        {
+            bail!(
+                "--token-file {shown}: a symbolic link; corral does not follow one to a token \
+                 file (whoever can change the link chooses the token): name the file itself"
+            )
+        }
+        Err(error) => {
+            return Err(io::Error::from(error))
+                .with_context(|| format!("--token-file {shown}: cannot open"));
+        }
+    };
+    let stat =
+        rustix::fs::fstat(&fd).with_context(|| format!("--token-file {shown}: cannot stat"))?;
+    let kind = FileType::from_raw_mode(stat.st_mode);
+    if kind != FileType::RegularFile {
         bail!(
-            "--token-file {shown}: open to group or others (mode {mode:03o}): run chmod 600 {shown}"
+            "--token-file {shown}: not a regular file (a {}); write the token into a file",
+            kind_name(kind)
         );
     }
+    let mode = stat.st_mode & 0o7777;
+    let (owner, me) = (stat.st_uid, rustix::process::geteuid().as_raw());
+    if owner != me && owner != 0 {
+        let chown = user_name(me).unwrap_or_else(|| me.to_string());
+        bail!(
+            "--token-file {shown}: owned by {} (mode {mode:03o}), and this server runs as {}: \
+             that user could have chosen the token; use a file only this user or root could \
+             have written: write a new token, or check its contents and run \
+             chown {chown} {shown} && chmod 600 {shown}",
+            described(owner),
+            described(me)
+        );
+    }
+    if mode & 0o077 != 0 {
+        bail!(
+            "--token-file {shown}: open to group or others (owned by {}, mode {mode:03o}): \
+             run chmod 600 {shown}",
+            described(owner)
+        );
+    }
+    let file = File::from(fd);
     let mut text = String::new();
     file.take(MAX_TOKEN_FILE + 1)
         .read_to_string(&mut text)
@@ -187,6 +266,37 @@ fn read_token(path: &Path) -> anyhow::Result<String> {
         );
     }
     Ok(token.to_owned())
+}
+
+/// What a file type is called in an error.
+fn kind_name(kind: FileType) -> &'static str {
+    match kind {
+        FileType::Directory => "directory",
+        FileType::Fifo => "FIFO",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        FileType::Symlink => "symbolic link",
+        _ => "special file",
+    }
+}
+
+/// `uid`'s name in `/etc/passwd` (local users only).
+fn user_name(uid: u32) -> Option<String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        (fields.nth(1)?.parse::<u32>().ok()? == uid).then(|| name.to_owned())
+    })
+}
+
+/// `uid` as an error names it: `name (uid N)`, or `uid N`.
+fn described(uid: u32) -> String {
+    user_name(uid).map_or_else(
+        || format!("uid {uid}"),
+        |name| format!("{name} (uid {uid})"),
+    )
 }
 
 /// 32 random bytes from the kernel, as 64 hex digits.
@@ -225,8 +335,8 @@ async fn serve_until_stopped(
                     .await
                     .with_context(|| format!("--http {address}: cannot listen"))?;
                 let bound = listener.local_addr().context("reading the bound address")?;
-                if generated {
-                    tell!("bearer token: {}", auth.token);
+                if let Some(token) = generated {
+                    tell!("bearer token: {token}");
                 }
                 tell!("listening on http://{bound}{}", transport::PATH);
                 transport::http(server, listener, auth, stop.clone()).await

@@ -1,7 +1,8 @@
 //! The rmcp glue: [`CorralServer`] is the server handler that lists the
 //! tools and hands each call to the [`Runner`], with the call's
 //! cancellation token and, when the client asked for progress, a sink that
-//! sends `notifications/progress` with the latest output lines.
+//! sends `notifications/progress` with the latest output lines, and the
+//! caller's [`Principal`].
 
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
@@ -14,7 +15,7 @@ use rmcp::{
 };
 use tokio::sync::mpsc;
 
-use super::{CallContext, Progress, Runner};
+use super::{CallContext, Principal, Progress, Runner};
 
 /// An MCP server handler for the command-running tools. Cheap to clone
 /// (each HTTP session gets a clone).
@@ -70,6 +71,7 @@ impl ServerHandler for CorralServer {
         let cancel = context.ct.child_token();
         let _on_drop = cancel.clone().drop_guard();
         let call = CallContext {
+            principal: principal_of(&context),
             cancel,
             progress: token.is_some().then(|| {
                 let tx = progress_tx.clone();
@@ -105,4 +107,16 @@ impl ServerHandler for CorralServer {
         };
         Ok(CallToolResponse::Complete(result))
     }
+}
+
+/// The principal the HTTP gate put into the request (rmcp hands the
+/// request's `http::request::Parts` to the handler in its extensions); on
+/// stdio, where there is no HTTP request, the one client there is.
+fn principal_of(context: &RequestContext<RoleServer>) -> Principal {
+    context
+        .extensions
+        .get::<hyper::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Principal>())
+        .cloned()
+        .unwrap_or_default()
 }

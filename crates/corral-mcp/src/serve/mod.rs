@@ -107,9 +107,45 @@ pub struct Progress {
 /// Where progress goes (the handler sends it as `notifications/progress`).
 pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 
+/// The client a call comes from: on HTTP, the one whose token the request
+/// carried (`--token-file NAME.token` is client `NAME`); on stdio, the one
+/// client there is ([`Principal::default`]). Every background run belongs
+/// to the principal that started it: another one can neither list, read,
+/// wait for nor end it (it is told "not found", as for an unknown id).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Principal(Arc<str>);
+
+impl Principal {
+    /// The principal named `name`.
+    pub fn new(name: impl Into<Arc<str>>) -> Self {
+        Self(name.into())
+    }
+
+    /// Its name, as the audit log shows it.
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for Principal {
+    /// `default`: the client of stdio, and of a single token given without
+    /// a name.
+    fn default() -> Self {
+        Self::new("default")
+    }
+}
+
+impl std::fmt::Display for Principal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// What a tool call comes with besides its arguments.
 #[derive(Clone, Default)]
 pub struct CallContext {
+    /// Who calls: the runs it sees and the runs it starts are its own.
+    pub principal: Principal,
     /// Cancelled when the client cancels the call (or the server shuts
     /// down): the run's tree is ended, and the result says the outcome is
     /// unknown.
@@ -121,6 +157,7 @@ pub struct CallContext {
 impl std::fmt::Debug for CallContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CallContext")
+            .field("principal", &self.principal)
             .field("cancel", &self.cancel)
             .field("progress", &self.progress.is_some())
             .finish()

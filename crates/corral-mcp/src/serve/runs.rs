@@ -5,13 +5,18 @@
 //! concurrency limit for its whole life and one count in `active`, and its
 //! cancellation token is a child of `stop`: shutting down cancels every
 //! tree and waits until `active` is back to zero.
+//!
+//! A background run belongs to the [`Principal`] that started it: the
+//! registry answers a lookup only for the owner, and keeps the last
+//! [`KEEP_FINISHED`] finished runs of each principal (another principal's
+//! runs never push them out). Run ids are 128 random bits: an id cannot be
+//! guessed from one's own.
 
 use std::{
     collections::{HashMap, VecDeque},
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
-    },
+    fmt::Write as _,
+    io,
+    sync::{Arc, Mutex},
     time::{Instant, SystemTime},
 };
 
@@ -20,20 +25,23 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    ServeError, ServeOptions,
+    Principal, ServeError, ServeOptions,
     audit::Audit,
     roots::Roots,
     run::{Ended, Kept, Plan, lock},
 };
 use crate::tasks::TaskCount;
 
-/// Finished background runs kept for `read_run` and `wait_run`.
+/// Finished background runs kept for `read_run` and `wait_run`, per
+/// principal.
 const KEEP_FINISHED: usize = 16;
 
 /// One background run.
 #[derive(Debug)]
 pub(crate) struct Background {
     pub id: String,
+    /// Who started it: the only principal that finds it.
+    pub owner: Principal,
     pub command: Value,
     pub started: Instant,
     pub kept: Arc<Mutex<Kept>>,
@@ -63,14 +71,14 @@ pub(crate) struct Shared {
     /// Runs alive (foreground and background).
     pub active: TaskCount,
     background: Mutex<Registry>,
-    next_id: AtomicU64,
 }
 
 #[derive(Debug, Default)]
 struct Registry {
     runs: HashMap<String, Arc<Background>>,
-    /// Finished runs, oldest first (evicted past [`KEEP_FINISHED`]).
-    finished: VecDeque<String>,
+    /// Each principal's finished runs, oldest first (evicted past
+    /// [`KEEP_FINISHED`]).
+    finished: HashMap<Principal, VecDeque<String>>,
 }
 
 /// Why a run could not start.
@@ -100,7 +108,6 @@ impl Shared {
             stop: CancellationToken::new(),
             active: TaskCount::default(),
             background: Mutex::default(),
-            next_id: AtomicU64::new(1),
         })
     }
 
@@ -132,8 +139,29 @@ impl Shared {
         self.options.max_concurrent.max(1) - self.permits.available_permits()
     }
 
-    pub(crate) fn next_id(&self) -> String {
-        format!("run-{}", self.next_id.fetch_add(1, Ordering::Relaxed))
+    /// A new run id: `run-` and 128 bits from the kernel's random source,
+    /// in hex (nothing in it follows from another id).
+    ///
+    /// # Errors
+    /// `getrandom(2)` failed.
+    pub(crate) fn next_id() -> io::Result<String> {
+        let mut bytes = [0u8; 16];
+        let mut filled = 0;
+        while filled < bytes.len() {
+            match rustix::rand::getrandom(
+                &mut bytes[filled..],
+                rustix::rand::GetRandomFlags::empty(),
+            ) {
+                Ok(n) => filled += n,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        let mut id = String::from("run-");
+        for byte in bytes {
+            let _ = write!(id, "{byte:02x}");
+        }
+        Ok(id)
     }
 
     /// Registers a background run.
@@ -141,31 +169,51 @@ impl Shared {
         lock(&self.background).runs.insert(run.id.clone(), run);
     }
 
-    /// Notes that a background run finished; evicts the oldest finished
-    /// ones past the cap.
-    pub(crate) fn finished(&self, id: &str) {
-        let mut registry = lock(&self.background);
-        registry.finished.push_back(id.to_owned());
-        while registry.finished.len() > KEEP_FINISHED {
-            if let Some(old) = registry.finished.pop_front() {
+    /// Notes that `owner`'s background run `id` finished; evicts `owner`'s
+    /// oldest finished ones past the cap.
+    pub(crate) fn finished(&self, owner: &Principal, id: &str) {
+        let mut guard = lock(&self.background);
+        let registry = &mut *guard;
+        let finished = registry.finished.entry(owner.clone()).or_default();
+        finished.push_back(id.to_owned());
+        while finished.len() > KEEP_FINISHED {
+            if let Some(old) = finished.pop_front() {
                 registry.runs.remove(&old);
             }
         }
     }
 
-    pub(crate) fn get(&self, id: &str) -> Option<Arc<Background>> {
-        lock(&self.background).runs.get(id).cloned()
+    /// `caller`'s background run `id`; `None` for an unknown id and for
+    /// another principal's run alike.
+    pub(crate) fn get(&self, caller: &Principal, id: &str) -> Option<Arc<Background>> {
+        lock(&self.background)
+            .runs
+            .get(id)
+            .filter(|run| run.owner == *caller)
+            .cloned()
     }
 
-    pub(crate) fn list(&self) -> Vec<Arc<Background>> {
-        let mut runs: Vec<_> = lock(&self.background).runs.values().cloned().collect();
+    /// `caller`'s background runs, oldest first.
+    pub(crate) fn list(&self, caller: &Principal) -> Vec<Arc<Background>> {
+        let mut runs: Vec<_> = lock(&self.background)
+            .runs
+            .values()
+            .filter(|run| run.owner == *caller)
+            .cloned()
+            .collect();
         runs.sort_by_key(|run| run.started);
         runs
     }
 
     /// Appends the audit line of a finished run (failures are logged: the
     /// run's result does not depend on the audit file).
-    pub(crate) fn audit(&self, plan: &Plan, id: Option<&str>, ended: &Ended) {
+    pub(crate) fn audit(
+        &self,
+        plan: &Plan,
+        principal: &Principal,
+        id: Option<&str>,
+        ended: &Ended,
+    ) {
         let Some(audit) = &self.audit else { return };
         let time = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -176,6 +224,7 @@ impl Shared {
             .map_or(0, Vec::len);
         let mut record = json!({
             "time": time,
+            "principal": principal.name(),
             "run_id": id,
             "cwd": plan.cwd,
             "outcome": result["outcome"],

@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use super::{
-    CallContext,
+    CallContext, Principal,
     request::{self, FieldError, RunArgs},
     run::{self, Ended, Kept, Plan, RING, lock},
     runs::{Background, Refused, Shared},
@@ -126,14 +126,15 @@ pub(crate) async fn call(
 ) -> CallToolResult {
     let outcome = match name {
         "run" => run(shared, &arguments, context).await,
-        "list_runs" => request::no_args(&arguments).map(|()| list_runs(shared)),
-        "read_run" => request::read_args(&arguments).and_then(|args| read_run(shared, &args)),
+        "list_runs" => request::no_args(&arguments).map(|()| list_runs(shared, &context.principal)),
+        "read_run" => request::read_args(&arguments)
+            .and_then(|args| read_run(shared, &context.principal, &args)),
         "wait_run" => match request::wait_args(&arguments) {
             Ok(args) => wait_run(shared, &args.id, args.timeout, &context).await,
             Err(error) => Err(error),
         },
         "kill_run" => match request::id_args(&arguments) {
-            Ok(id) => kill_run(shared, &id).await,
+            Ok(id) => kill_run(shared, &context.principal, &id).await,
             Err(error) => Err(error),
         },
         other => Err(FieldError {
@@ -266,11 +267,18 @@ async fn run(
     // (a foreground run's), through this token.
     let cancel = shared.stop.child_token();
     if args.background {
-        let id = shared.next_id();
+        let id = Shared::next_id().map_err(|error| FieldError {
+            field: "run".into(),
+            rule: format!(
+                "cannot draw a run id from the kernel's random source ({error}); nothing was started"
+            ),
+        })?;
         let kept = Arc::new(Mutex::new(Kept::new(plan.max_output, RING)));
         let (done_tx, done) = watch::channel(None);
+        let owner = context.principal.clone();
         let background = Arc::new(Background {
             id: id.clone(),
+            owner: owner.clone(),
             command: plan.describe(),
             started: Instant::now(),
             kept: kept.clone(),
@@ -287,10 +295,13 @@ async fn run(
             let mut finish = Finish {
                 done: Some(done_tx),
                 shared: task_shared,
+                owner,
                 id: task_id,
             };
             let ended = run::execute(&plan, cancel, kept.clone(), None).await;
-            finish.shared.audit(&plan, Some(&finish.id), &ended);
+            finish
+                .shared
+                .audit(&plan, &finish.owner, Some(&finish.id), &ended);
             // The result holds the kept head and tail now; the rings stay
             // for `read_run`.
             {
@@ -320,7 +331,7 @@ async fn run(
         ended = run::execute(&plan, cancel.clone(), kept, context.progress.clone()) => ended,
         () = linked => unreachable!("the link never ends"),
     };
-    shared.audit(&plan, None, &ended);
+    shared.audit(&plan, &context.principal, None, &ended);
     Ok(of_ended(&ended))
 }
 
@@ -329,14 +340,17 @@ async fn run(
 struct Finish {
     done: Option<watch::Sender<Option<Ended>>>,
     shared: Arc<Shared>,
+    owner: Principal,
     id: String,
 }
 
 impl Finish {
     fn send(&mut self, ended: Ended) {
         if let Some(done) = self.done.take() {
+            // Counted among the finished first: whoever sees the result
+            // sees the older runs it pushed out gone too.
+            self.shared.finished(&self.owner, &self.id);
             done.send_replace(Some(ended));
-            self.shared.finished(&self.id);
         }
     }
 }
@@ -351,9 +365,9 @@ impl Drop for Finish {
     }
 }
 
-fn list_runs(shared: &Shared) -> CallToolResult {
+fn list_runs(shared: &Shared, caller: &Principal) -> CallToolResult {
     let runs: Vec<Value> = shared
-        .list()
+        .list(caller)
         .iter()
         .map(|run| {
             let done = run.done.borrow();
@@ -388,8 +402,10 @@ fn list_runs(shared: &Shared) -> CallToolResult {
     )
 }
 
-fn find(shared: &Shared, id: &str) -> Result<Arc<Background>, FieldError> {
-    shared.get(id).ok_or_else(|| FieldError {
+/// `caller`'s run `id`. Another principal's run is not found, in the same
+/// words as an id never given out: nothing tells it apart.
+fn find(shared: &Shared, caller: &Principal, id: &str) -> Result<Arc<Background>, FieldError> {
+    shared.get(caller, id).ok_or_else(|| FieldError {
         field: "id".into(),
         rule: format!(
             "no background run {id:?} (list_runs shows them; finished runs are kept for a while)"
@@ -397,8 +413,12 @@ fn find(shared: &Shared, id: &str) -> Result<Arc<Background>, FieldError> {
     })
 }
 
-fn read_run(shared: &Shared, args: &request::ReadArgs) -> Result<CallToolResult, FieldError> {
-    let run = find(shared, &args.id)?;
+fn read_run(
+    shared: &Shared,
+    caller: &Principal,
+    args: &request::ReadArgs,
+) -> Result<CallToolResult, FieldError> {
+    let run = find(shared, caller, &args.id)?;
     let max = args.max_bytes.unwrap_or(READ_DEFAULT);
     let (stdout, stderr) = {
         let kept = lock(&run.kept);
@@ -442,7 +462,7 @@ async fn wait_run(
     timeout: Option<Duration>,
     context: &CallContext,
 ) -> Result<CallToolResult, FieldError> {
-    let run = find(shared, id)?;
+    let run = find(shared, &context.principal, id)?;
     let limit = timeout
         .unwrap_or(WAIT_DEFAULT)
         .min(shared.options.max_timeout);
@@ -462,8 +482,12 @@ async fn wait_run(
     })
 }
 
-async fn kill_run(shared: &Shared, id: &str) -> Result<CallToolResult, FieldError> {
-    let run = find(shared, id)?;
+async fn kill_run(
+    shared: &Shared,
+    caller: &Principal,
+    id: &str,
+) -> Result<CallToolResult, FieldError> {
+    let run = find(shared, caller, id)?;
     run.cancel.cancel();
     let mut done = run.done.clone();
     let ended = done

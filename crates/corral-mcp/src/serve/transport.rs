@@ -1,6 +1,8 @@
 //! How `corral mcp serve` reaches its client: this process's standard
 //! streams ([`stdio`]), or streamable HTTP at [`PATH`] ([`http`]) behind a
-//! bearer token and an `Origin` check ([`HttpAuth`]).
+//! bearer token and an `Origin` check ([`HttpAuth`]). On HTTP, the token
+//! a request carries names its [`Principal`] (one token per client); on
+//! stdio there is one client, [`Principal::default`].
 //!
 //! Both speak either era of the protocol: rmcp's server answers
 //! `server/discover` (`2026-07-28`) and `initialize` (`2025-11-25`) alike.
@@ -33,7 +35,7 @@ use rmcp::{
 };
 use tokio::{net::TcpListener, task::JoinSet};
 
-use crate::serve::CorralServer;
+use crate::serve::{CorralServer, Principal};
 use tokio_util::sync::CancellationToken;
 
 /// The path of the MCP endpoint on HTTP; every other path is 404.
@@ -65,9 +67,12 @@ pub enum TransportError {
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct HttpAuth {
-    /// Every request must carry `Authorization: Bearer TOKEN` (compared in
-    /// constant time); otherwise 401 with `WWW-Authenticate: Bearer`.
-    pub token: String,
+    /// The clients: every request must carry `Authorization: Bearer TOKEN`
+    /// with one of their tokens (compared in constant time with each);
+    /// otherwise 401 with `WWW-Authenticate: Bearer`. The request then acts
+    /// as that client's [`Principal`]: the handler finds it in the request's
+    /// extensions. Tokens must differ (a token names one client).
+    pub clients: Vec<Client>,
     /// A request carrying an `Origin` header must name one of these
     /// (compared whole, ASCII case-insensitively), otherwise 403. Empty:
     /// `http://127.0.0.1:PORT`, `http://localhost:PORT` and
@@ -79,11 +84,47 @@ pub struct HttpAuth {
     pub any_host: bool,
 }
 
-impl HttpAuth {
-    /// `token` required, the loopback origins and hosts only.
-    pub fn new(token: impl Into<String>) -> Self {
+/// One client of the HTTP endpoint: its token and the principal it names.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct Client {
+    /// Whom a request with this token acts as.
+    pub principal: Principal,
+    /// The bearer token.
+    pub token: String,
+}
+
+impl Client {
+    /// The client `principal`, known by `token`.
+    pub fn new(principal: Principal, token: impl Into<String>) -> Self {
         Self {
+            principal,
             token: token.into(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("principal", &self.principal)
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
+
+impl HttpAuth {
+    /// One client, [`Principal::default`], known by `token`; the loopback
+    /// origins and hosts only.
+    pub fn new(token: impl Into<String>) -> Self {
+        Self::with_clients(vec![Client::new(Principal::default(), token)])
+    }
+
+    /// These clients, each known by its own token; the loopback origins and
+    /// hosts only.
+    pub fn with_clients(clients: Vec<Client>) -> Self {
+        Self {
+            clients,
             allowed_origins: Vec::new(),
             any_host: false,
         }
@@ -93,7 +134,7 @@ impl HttpAuth {
 impl std::fmt::Debug for HttpAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpAuth")
-            .field("token", &"<redacted>")
+            .field("clients", &self.clients)
             .field("allowed_origins", &self.allowed_origins)
             .field("any_host", &self.any_host)
             .finish()
@@ -193,7 +234,7 @@ where
         auth.allowed_origins.clone()
     };
     let gate = Arc::new(Gate {
-        token: auth.token.clone(),
+        clients: auth.clients.clone(),
         origins,
         mcp,
     });
@@ -262,7 +303,7 @@ type Body = BoxBody<Bytes, Infallible>;
 
 /// The checks in front of rmcp's service.
 struct Gate<S> {
-    token: String,
+    clients: Vec<Client>,
     origins: Vec<String>,
     mcp: StreamableHttpService<S, LocalSessionManager>,
 }
@@ -270,7 +311,7 @@ struct Gate<S> {
 impl<S: ServerHandler + Send + 'static> Gate<S> {
     async fn serve(
         self: Arc<Self>,
-        request: Request<Incoming>,
+        mut request: Request<Incoming>,
     ) -> Result<Response<Body>, Infallible> {
         if request.uri().path() != PATH {
             return Ok(plain(
@@ -287,7 +328,7 @@ impl<S: ServerHandler + Send + 'static> Gate<S> {
                 "forbidden: this Origin is not allowed\n",
             ));
         }
-        if !self.authorized(request.headers().get(header::AUTHORIZATION)) {
+        let Some(principal) = self.authorized(request.headers().get(header::AUTHORIZATION)) else {
             let mut response = plain(
                 StatusCode::UNAUTHORIZED,
                 "unauthorized: send Authorization: Bearer TOKEN\n",
@@ -297,7 +338,10 @@ impl<S: ServerHandler + Send + 'static> Gate<S> {
                 HeaderValue::from_static("Bearer realm=\"corral\""),
             );
             return Ok(response);
-        }
+        };
+        // rmcp hands the request's parts, extensions included, to the
+        // handler: the call runs as this principal.
+        request.extensions_mut().insert(principal);
         Ok(self.mcp.handle(request).await)
     }
 
@@ -307,14 +351,22 @@ impl<S: ServerHandler + Send + 'static> Gate<S> {
             .any(|allowed| allowed.as_bytes().eq_ignore_ascii_case(origin.as_bytes()))
     }
 
-    fn authorized(&self, header: Option<&HeaderValue>) -> bool {
-        let Some(value) = header else { return false };
-        let value = value.as_bytes();
+    /// The principal whose token `header` carries. Every client's token is
+    /// compared, whichever matches: the time taken does not say which.
+    fn authorized(&self, header: Option<&HeaderValue>) -> Option<Principal> {
+        let value = header?.as_bytes();
         let scheme = b"bearer ";
         if value.len() < scheme.len() || !value[..scheme.len()].eq_ignore_ascii_case(scheme) {
-            return false;
+            return None;
         }
-        same_secret(value[scheme.len()..].trim_ascii(), self.token.as_bytes())
+        let given = value[scheme.len()..].trim_ascii();
+        let mut found = None;
+        for client in &self.clients {
+            if same_secret(given, client.token.as_bytes()) {
+                found = Some(client.principal.clone());
+            }
+        }
+        found
     }
 }
 
