@@ -1,6 +1,6 @@
 //! What to run and how to end it, as plain data.
 
-use std::{ffi::OsString, path::PathBuf, sync::Arc, time::Duration};
+use std::{ffi::OsString, os::fd::OwnedFd, path::PathBuf, sync::Arc, time::Duration};
 
 use tokio_util::sync::CancellationToken;
 
@@ -58,6 +58,15 @@ pub enum Leftovers {
     },
 }
 
+/// Where the command starts.
+#[derive(Debug, Clone)]
+pub(crate) enum WorkingDir {
+    /// A path, entered with `chdir` in the child.
+    Path(PathBuf),
+    /// An open directory, entered with `fchdir` in the child.
+    Open(Arc<OwnedFd>),
+}
+
 /// A command to run as an owned tree.
 #[derive(Debug, Clone)]
 pub struct Command {
@@ -65,7 +74,7 @@ pub struct Command {
     pub(crate) args: Vec<OsString>,
     pub(crate) env: Vec<(OsString, Option<OsString>)>,
     pub(crate) env_clear: bool,
-    pub(crate) cwd: Option<PathBuf>,
+    pub(crate) cwd: Option<WorkingDir>,
     pub(crate) stdin: Input,
     pub(crate) stdout: Output,
     pub(crate) stderr: Output,
@@ -168,9 +177,22 @@ impl Command {
         self
     }
 
-    /// Sets the working directory.
+    /// Sets the working directory. Relative `PATH` entries are searched
+    /// from it, as `execvp` in the command would.
     pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.cwd = Some(dir.into());
+        self.cwd = Some(WorkingDir::Path(dir.into()));
+        self
+    }
+
+    /// Sets the working directory to an open directory, which the child
+    /// enters with `fchdir`: the command starts where `dir` is, whatever the
+    /// path it was opened by names by then (a directory swapped for a symlink
+    /// after the caller checked it cannot move the command). An `O_PATH`
+    /// descriptor is enough; the command does not inherit it. Relative
+    /// `PATH` entries are searched from it. Replaces a
+    /// [`Command::current_dir`], and is replaced by one.
+    pub fn current_dir_fd(mut self, dir: impl Into<Arc<OwnedFd>>) -> Self {
+        self.cwd = Some(WorkingDir::Open(dir.into()));
         self
     }
 

@@ -54,7 +54,7 @@ impl fmt::Display for DurationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Empty => write!(f, "empty duration: give {FORMS}"),
-            Self::Negative => write!(f, "negative durations are not allowed (0 means no limit)"),
+            Self::Negative => write!(f, "negative durations are not allowed: give 0 or more"),
             Self::NotFinite => write!(f, "not a finite number: give {FORMS}"),
             Self::Invalid => write!(f, "not a duration: give {FORMS}"),
             Self::UnknownUnit(unit) => {
@@ -597,11 +597,11 @@ mod tests {
     #[test]
     fn messages_name_the_accepted_forms() {
         assert!(DurationError::Invalid.to_string().contains("1m30s"));
-        assert!(
-            DurationError::Negative
-                .to_string()
-                .contains("0 means no limit")
-        );
+        // What 0 means is the option's to say (no limit for `--timeout`,
+        // at once for a grace or a run's `timeout`), not the parser's.
+        let negative = DurationError::Negative.to_string();
+        assert!(negative.contains("give 0 or more"));
+        assert!(!negative.contains("no limit"));
         assert!(
             DurationError::UnknownUnit("x".into())
                 .to_string()

@@ -13,8 +13,8 @@ use std::{
 };
 
 use crate::{
-    command::Command, command::Input, command::Output, contain, contain::Prepared, error::Error,
-    error::SpawnFailure, sys,
+    command::Command, command::Input, command::Output, command::WorkingDir, contain,
+    contain::Prepared, error::Error, error::SpawnFailure, sys,
 };
 
 /// A leader that runs: our unreaped child, with its pidfd and our ends of
@@ -31,13 +31,24 @@ pub(crate) struct Launched {
 /// Checks the working directory up front, so that a bad one is reported as
 /// such and not as a missing program.
 pub(crate) fn check_cwd(command: &Command) -> Result<(), Error> {
-    let Some(dir) = &command.cwd else {
-        return Ok(());
-    };
     let failure = |source| Error::Spawn {
         program: command.program(),
         failure: SpawnFailure::BadCwd,
         source,
+    };
+    let dir = match &command.cwd {
+        None => return Ok(()),
+        Some(WorkingDir::Path(dir)) => dir,
+        Some(WorkingDir::Open(dir)) => {
+            return match sys::dirfd::meta(dir.as_fd()) {
+                Ok(meta) if meta.is_dir => Ok(()),
+                Ok(_) => Err(failure(io::Error::new(
+                    io::ErrorKind::NotADirectory,
+                    "the working directory's descriptor is not a directory",
+                ))),
+                Err(source) => Err(failure(source)),
+            };
+        }
     };
     match fs::metadata(dir) {
         Ok(meta) if meta.is_dir() => Ok(()),
@@ -220,16 +231,13 @@ fn launch_into_cgroup(
         .iter()
         .find_map(|e| e.as_bytes().strip_prefix(b"PATH="))
         .map(OsStr::from_bytes);
-    let program = resolve(&command.program, path).map_err(Launch::Failed)?;
+    let program = resolve(&command.program, path, command.cwd.as_ref()).map_err(Launch::Failed)?;
     let argv = std::iter::once(&command.program)
         .chain(&command.args)
         .map(|a| c_string(a.as_bytes()))
         .collect::<io::Result<Vec<_>>>()
         .map_err(Launch::Failed)?;
-    let cwd = match &command.cwd {
-        Some(dir) => Some(c_string(dir.as_os_str().as_bytes()).map_err(Launch::Failed)?),
-        None => None,
-    };
+    let cwd = ChildCwd::new(command.cwd.as_ref()).map_err(Launch::Failed)?;
     let stdin = input(command.stdin).map_err(Launch::Failed)?;
     let stdout = output(command.stdout).map_err(Launch::Failed)?;
     let stderr = output(command.stderr).map_err(Launch::Failed)?;
@@ -237,7 +245,7 @@ fn launch_into_cgroup(
         program: &program,
         argv: &argv,
         envp: &envp,
-        cwd: cwd.as_deref(),
+        cwd: cwd.child(),
         stdio: [
             stdin.child.as_ref().map(AsFd::as_fd),
             stdout.child.as_ref().map(AsFd::as_fd),
@@ -266,19 +274,18 @@ fn launch_with_std(
     creds: sys::Credentials,
 ) -> io::Result<Launched> {
     // With a user change, the directory is entered as that user, after
-    // the change (std's `current_dir` enters it before, with our rights).
+    // the change (std's `current_dir` enters it before, with our rights);
+    // an open directory is entered by our hook too (std takes only paths).
     let as_user = creds.uid.is_some() || creds.gid.is_some();
-    let mut std_command = std_command(command, !as_user);
+    let by_std = !as_user && matches!(command.cwd, Some(WorkingDir::Path(_)));
+    let mut std_command = std_command(command, by_std);
+    let cwd = if by_std {
+        ChildCwd::None
+    } else {
+        ChildCwd::new(command.cwd.as_ref())?
+    };
     let mut setup = prepared.child_setup();
-    if let Some(dir) = command.cwd.as_ref().filter(|_| as_user) {
-        let dir = CString::new(dir.as_os_str().as_bytes()).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "a NUL byte in the working directory",
-            )
-        })?;
-        setup.cwd_as_user = Some(dir);
-    }
+    setup.cwd = cwd.child();
     setup.creds = creds;
     setup.ignore_sigpipe = command.ignore_sigpipe;
     let mut child = sys::spawn(&mut std_command, setup)?;
@@ -321,7 +328,7 @@ fn std_command(command: &Command, cwd: bool) -> std::process::Command {
             None => std_command.env_remove(key),
         };
     }
-    if let Some(dir) = command.cwd.as_ref().filter(|_| cwd) {
+    if let Some(WorkingDir::Path(dir)) = command.cwd.as_ref().filter(|_| cwd) {
         std_command.current_dir(dir);
     }
     std_command.stdin(match command.stdin {
@@ -337,6 +344,40 @@ fn std_command(command: &Command, cwd: bool) -> std::process::Command {
     std_command.stdout(output(command.stdout));
     std_command.stderr(output(command.stderr));
     std_command
+}
+
+/// The working directory as the child takes it: a path as a C string, or
+/// a close-on-exec copy of the open directory clear of the standard
+/// descriptors (the command never inherits it).
+enum ChildCwd {
+    None,
+    Path(CString),
+    Open(OwnedFd),
+}
+
+impl ChildCwd {
+    fn new(cwd: Option<&WorkingDir>) -> io::Result<Self> {
+        Ok(match cwd {
+            None => Self::None,
+            Some(WorkingDir::Path(dir)) => {
+                Self::Path(CString::new(dir.as_os_str().as_bytes()).map_err(|_| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "a NUL byte in the working directory",
+                    )
+                })?)
+            }
+            Some(WorkingDir::Open(dir)) => Self::Open(sys::dup_above_stdio(dir.as_fd())?),
+        })
+    }
+
+    fn child(&self) -> Option<sys::ChildDir<'_>> {
+        match self {
+            Self::None => None,
+            Self::Path(path) => Some(sys::ChildDir::Path(path)),
+            Self::Open(fd) => Some(sys::ChildDir::Fd(fd.as_fd())),
+        }
+    }
 }
 
 /// The two ends of one standard stream: the child's (to `dup2`) and ours.
@@ -417,9 +458,12 @@ fn environment(command: &Command) -> io::Result<Vec<CString>> {
         .collect()
 }
 
-/// Finds `program` as `execvp` would: a name with a slash is used as is;
-/// otherwise the first executable regular file of that name in `PATH`.
-fn resolve(program: &OsStr, path: Option<&OsStr>) -> io::Result<CString> {
+/// Finds `program` as `execvp` in the child would: a name with a slash is
+/// used as is; otherwise the first executable regular file of that name in
+/// `PATH`, a relative entry (`bin`, or empty for `.`) searched from the
+/// child's working directory `cwd` and kept relative (the child executes it
+/// from there).
+fn resolve(program: &OsStr, path: Option<&OsStr>, cwd: Option<&WorkingDir>) -> io::Result<CString> {
     let bytes = program.as_bytes();
     if bytes.is_empty() {
         return Err(io::Error::new(
@@ -439,7 +483,12 @@ fn resolve(program: &OsStr, path: Option<&OsStr>) -> io::Result<CString> {
             Path::new(OsStr::from_bytes(dir))
         };
         let candidate = dir.join(program);
-        match sys::is_executable_file(&candidate) {
+        let found = match cwd.filter(|_| candidate.is_relative()) {
+            Some(WorkingDir::Path(cwd)) => sys::is_executable_file(None, &cwd.join(&candidate)),
+            Some(WorkingDir::Open(cwd)) => sys::is_executable_file(Some(cwd.as_fd()), &candidate),
+            None => sys::is_executable_file(None, &candidate),
+        };
+        match found {
             Ok(true) => return c_string(candidate.as_os_str().as_bytes()),
             Ok(false) => denied = true,
             // As execvp: a directory we may not search makes the final
@@ -487,22 +536,29 @@ mod tests {
         let found = resolve(
             OsStr::new("sh"),
             Some(OsStr::new("/nonexistent:/bin:/usr/bin")),
+            None,
         )
         .expect("sh");
         assert!(found.to_bytes().ends_with(b"/sh"));
         assert_eq!(
-            resolve(OsStr::new("no-such-program-x"), Some(OsStr::new("/bin")))
-                .map_err(|e| e.kind()),
+            resolve(
+                OsStr::new("no-such-program-x"),
+                Some(OsStr::new("/bin")),
+                None
+            )
+            .map_err(|e| e.kind()),
             Err(io::ErrorKind::NotFound)
         );
         assert_eq!(
-            resolve(OsStr::new("./x"), None).expect("as is").to_bytes(),
+            resolve(OsStr::new("./x"), None, None)
+                .expect("as is")
+                .to_bytes(),
             b"./x"
         );
-        assert!(resolve(OsStr::new(""), None).is_err());
+        assert!(resolve(OsStr::new(""), None, None).is_err());
         // A directory named like the program is skipped and reported as not executable.
         assert_eq!(
-            resolve(OsStr::new("bin"), Some(OsStr::new("/"))).map_err(|e| e.kind()),
+            resolve(OsStr::new("bin"), Some(OsStr::new("/")), None).map_err(|e| e.kind()),
             Err(io::ErrorKind::PermissionDenied)
         );
     }

@@ -53,7 +53,7 @@ pub(crate) struct Exec<'a> {
     /// The whole environment, `KEY=VALUE`.
     pub(crate) envp: &'a [CString],
     /// The working directory, if it changes.
-    pub(crate) cwd: Option<&'a CStr>,
+    pub(crate) cwd: Option<super::ChildDir<'a>>,
     /// Descriptors for standard input, output and error (`None`: inherit).
     pub(crate) stdio: [Option<BorrowedFd<'a>>; 3],
     /// The leaf cgroup's directory.
@@ -93,7 +93,11 @@ pub(crate) fn spawn_into_cgroup(exec: &Exec<'_>) -> Result<(i32, OwnedFd), Clone
         .chain([ptr::null()])
         .collect();
     let stdio = exec.stdio.map(|fd| fd.map_or(-1, |fd| fd.as_raw_fd()));
-    let cwd = exec.cwd.map_or(ptr::null(), CStr::as_ptr);
+    let (cwd, cwd_fd) = match exec.cwd {
+        None => (ptr::null(), -1),
+        Some(super::ChildDir::Path(path)) => (path.as_ptr(), -1),
+        Some(super::ChildDir::Fd(fd)) => (ptr::null(), fd.as_raw_fd()),
+    };
     let (report_read, report_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| Clone3Error::Unavailable(e.into()))?;
     let mut pidfd: c_int = -1;
@@ -109,6 +113,7 @@ pub(crate) fn spawn_into_cgroup(exec: &Exec<'_>) -> Result<(i32, OwnedFd), Clone
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
         cwd,
+        cwd_fd,
         stdio,
         report: report_write.as_raw_fd(),
         creds: exec.creds,
@@ -327,6 +332,8 @@ struct Child {
     argv: *const *const c_char,
     envp: *const *const c_char,
     cwd: *const c_char,
+    /// A directory to enter with `fchdir` (at 3 or above), or -1.
+    cwd_fd: c_int,
     stdio: [c_int; 3],
     report: c_int,
     creds: super::Credentials,
@@ -383,6 +390,9 @@ impl Child {
                 self.fail();
             }
             if !self.cwd.is_null() && libc::chdir(self.cwd) != 0 {
+                self.fail_cwd();
+            }
+            if self.cwd_fd >= 0 && libc::fchdir(self.cwd_fd) != 0 {
                 self.fail_cwd();
             }
             // As std does: an empty signal mask, and SIGPIPE at its default

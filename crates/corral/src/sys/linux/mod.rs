@@ -387,8 +387,21 @@ pub(crate) struct ChildSetup<'a> {
     /// default first).
     pub(crate) ignore_sigpipe: bool,
     /// Enter this directory after the credentials changed (std's
-    /// `current_dir` would enter it before, with our rights).
-    pub(crate) cwd_as_user: Option<std::ffi::CString>,
+    /// `current_dir` would enter it before, with our rights, and cannot
+    /// take a descriptor).
+    pub(crate) cwd: Option<ChildDir<'a>>,
+}
+
+/// The directory a child enters before `exec`, after its credentials
+/// changed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ChildDir<'a> {
+    /// `chdir(path)`.
+    Path(&'a std::ffi::CStr),
+    /// `fchdir(fd)`: a directory (an `O_PATH` descriptor will do), open
+    /// and close-on-exec for the whole spawn, at 3 or above (clear of the
+    /// standard descriptors the child sets up).
+    Fd(BorrowedFd<'a>),
 }
 
 /// Marks an error of the child's `chdir`: the working directory was
@@ -438,8 +451,15 @@ pub(crate) fn spawn(
     // the program; it must start with none blocked, as on the `clone3` path
     // (`corral run` holds SIGRTMAX blocked).
     let masked = thread_blocks_signals();
-    let cwd = setup.cwd_as_user;
-    if procs_fd.is_some() || !creds.is_empty() || ignore_sigpipe || masked || cwd.is_some() {
+    let cwd_path = match setup.cwd {
+        Some(ChildDir::Path(path)) => Some(path.to_owned()),
+        _ => None,
+    };
+    let cwd_fd = match setup.cwd {
+        Some(ChildDir::Fd(fd)) => Some(fd.as_raw_fd()),
+        _ => None,
+    };
+    if procs_fd.is_some() || !creds.is_empty() || ignore_sigpipe || masked || setup.cwd.is_some() {
         let hook = move || -> io::Result<()> {
             if masked {
                 // SAFETY: an empty set is a valid mask; `pthread_sigmask` is
@@ -464,11 +484,14 @@ pub(crate) fn spawn(
             unsafe { creds.apply() }.map_err(io::Error::from_raw_os_error)?;
             // With the user's rights; a refusal comes back negated (std
             // passes the raw code on), told apart from the program's.
-            // SAFETY: `chdir` is async-signal-safe; the string lives in
-            // this closure.
-            if let Some(dir) = &cwd
-                && unsafe { libc::chdir(dir.as_ptr()) } != 0
-            {
+            // SAFETY: `chdir` and `fchdir` are async-signal-safe; the string
+            // lives in this closure, the descriptor for the whole spawn.
+            let entered = match (&cwd_path, cwd_fd) {
+                (Some(dir), _) => unsafe { libc::chdir(dir.as_ptr()) },
+                (None, Some(fd)) => unsafe { libc::fchdir(fd) },
+                (None, None) => 0,
+            };
+            if entered != 0 {
                 let errno = io::Error::last_os_error()
                     .raw_os_error()
                     .unwrap_or(libc::EACCES);
@@ -648,15 +671,34 @@ pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
 }
 
-/// Whether `path` is a regular file this process may execute.
+/// Whether `path` (relative to the directory `at`, or to ours for `None`)
+/// is a regular file this process may execute.
 ///
 /// # References
-/// - <https://man7.org/linux/man-pages/man2/access.2.html>
-pub(crate) fn is_executable_file(path: &Path) -> io::Result<bool> {
-    if !std::fs::metadata(path)?.is_file() {
+/// - <https://man7.org/linux/man-pages/man2/fstatat.2.html>
+/// - <https://man7.org/linux/man-pages/man2/faccessat.2.html>
+pub(crate) fn is_executable_file(at: Option<BorrowedFd<'_>>, path: &Path) -> io::Result<bool> {
+    let at = at.unwrap_or(rustix::fs::CWD);
+    let stat = rustix::fs::statat(at, path, rustix::fs::AtFlags::empty())?;
+    if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
         return Ok(false);
     }
-    Ok(rustix::fs::access(path, rustix::fs::Access::EXEC_OK).is_ok())
+    Ok(rustix::fs::accessat(
+        at,
+        path,
+        rustix::fs::Access::EXEC_OK,
+        rustix::fs::AtFlags::empty(),
+    )
+    .is_ok())
+}
+
+/// A close-on-exec copy of `fd` numbered 3 or above, clear of the standard
+/// descriptors a child sets up.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/fcntl.2.html>
+pub(crate) fn dup_above_stdio(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    Ok(rustix::io::fcntl_dupfd_cloexec(fd, 3)?)
 }
 
 /// Kills our child through its pidfd and reaps it (spawn error paths).

@@ -1,0 +1,148 @@
+//! Where the command starts: an open directory is entered by its
+//! descriptor, wherever its path points by then, and relative `PATH`
+//! entries are searched from the command's working directory, on every
+//! backend this machine has (the cgroup one starts the leader with
+//! `clone3`, the others through std's spawn).
+
+use std::{
+    fs,
+    os::{fd::OwnedFd, unix::fs::PermissionsExt},
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use corral::{Backend, BackendChoice, Command};
+
+/// A fresh directory for this test, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("corral-working-dir-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("scratch directory");
+        Self(dir.canonicalize().expect("canonical scratch"))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `command` on `backend`: its stdout, or `None` when the backend is
+/// not available here.
+async fn stdout_on(backend: Backend, command: Command) -> Option<String> {
+    if backend == Backend::Subreaper {
+        corral::claim_subreaper();
+    }
+    match command.backend(BackendChoice::Only(backend)).run().await {
+        Ok(finished) => {
+            assert_eq!(
+                finished.outcome,
+                corral::Outcome::Exited { code: 0 },
+                "{backend}: {}",
+                finished.stderr.text()
+            );
+            Some(finished.stdout.text())
+        }
+        Err(corral::Error::BackendUnavailable { reason, .. }) => {
+            println!("SKIPPED: backend {backend}: {reason}");
+            None
+        }
+        Err(other) => panic!("{backend}: {other}"),
+    }
+}
+
+fn open_dir(path: &Path) -> Arc<OwnedFd> {
+    Arc::new(OwnedFd::from(
+        fs::File::open(path).expect("opening the directory"),
+    ))
+}
+
+fn is_root() -> bool {
+    fs::metadata("/proc/self")
+        .map(|meta| std::os::unix::fs::MetadataExt::uid(&meta) == 0)
+        .unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_directory_is_entered_where_it_is_not_where_its_path_now_points() {
+    let scratch = Scratch::new("swap");
+    let checked = scratch.0.join("checked");
+    let moved = scratch.0.join("moved");
+    let outside = scratch.0.join("outside");
+    for backend in Backend::ALL {
+        for as_nobody in [false, true] {
+            if as_nobody && !is_root() {
+                continue;
+            }
+            fs::create_dir_all(&checked).expect("checked");
+            fs::create_dir_all(&outside).expect("outside");
+            let dir = open_dir(&checked);
+            // After the check: the directory moves away and its path becomes
+            // a symlink to somewhere else.
+            fs::rename(&checked, &moved).expect("rename");
+            std::os::unix::fs::symlink(&outside, &checked).expect("symlink");
+            let mut command = Command::new("pwd").arg("-P").current_dir_fd(dir.clone());
+            if as_nobody {
+                command = command.user(65534).group(65534);
+            }
+            if let Some(stdout) = stdout_on(backend, command).await {
+                assert_eq!(
+                    stdout,
+                    format!("{}\n", moved.display()),
+                    "{backend}, as nobody: {as_nobody}"
+                );
+            }
+            // The command did not keep the descriptor: none of its open
+            // descriptors is the directory.
+            let command = Command::new("sh")
+                .args([
+                    "-c",
+                    "for fd in /proc/$$/fd/*; do readlink \"$fd\" || true; done",
+                ])
+                .current_dir_fd(dir);
+            if let Some(stdout) = stdout_on(backend, command).await {
+                assert!(
+                    !stdout.lines().any(|line| Path::new(line) == moved),
+                    "{backend}: {stdout}"
+                );
+            }
+            fs::remove_file(&checked).expect("unlink");
+            fs::remove_dir(&moved).expect("rmdir");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relative_path_entries_are_searched_from_the_working_directory() {
+    let scratch = Scratch::new("path");
+    let bin = scratch.0.join("bin");
+    fs::create_dir_all(&bin).expect("bin");
+    let program = bin.join("corral-found-here");
+    fs::write(&program, "#!/bin/sh\necho found in the working directory\n").expect("script");
+    fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).expect("chmod");
+    assert!(
+        !Path::new("bin/corral-found-here").exists(),
+        "the test's own directory must not have the program"
+    );
+    for backend in Backend::ALL {
+        for by_descriptor in [false, true] {
+            let command = Command::new("corral-found-here").env("PATH", "bin:/usr/bin:/bin");
+            let command = if by_descriptor {
+                command.current_dir_fd(open_dir(&scratch.0))
+            } else {
+                command.current_dir(&scratch.0)
+            };
+            if let Some(stdout) = stdout_on(backend, command).await {
+                assert_eq!(
+                    stdout, "found in the working directory\n",
+                    "{backend}, by descriptor: {by_descriptor}"
+                );
+            }
+        }
+    }
+}
