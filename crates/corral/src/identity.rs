@@ -123,32 +123,58 @@ pub(crate) fn is_exiting(pid: i32) -> bool {
         .is_ok_and(|text| flags_of(&String::from_utf8_lossy(&text)) & PF_EXITING != 0)
 }
 
-/// Whether the process `pid` that started at `start_time` is dying whole:
-/// every one of its threads has begun to exit (`PF_EXITING`) or is done (a
-/// zombie). Such a process was killed or has exited: it runs no code of its
-/// own again, and only the kernel's release of what it held is left. A
-/// process whose first thread exits while another runs on is not dying
-/// whole. False if it is gone, is another process, or cannot be read.
-pub(crate) fn is_dying(pid: i32, start_time: u64) -> bool {
+/// Where a process corral named is in its life, for the final report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// A thread of it runs (or it cannot be read: it counts as running).
+    Running,
+    /// Every thread has begun to exit (`PF_EXITING`) or is done (a zombie):
+    /// it was killed or has exited, runs no code of its own again, and only
+    /// the kernel's release of what it held is left.
+    Dying,
+    /// Gone: reaped, its pid free or another process's.
+    Gone,
+}
+
+/// How far the process `pid` that started at `start_time` has come to its
+/// end. A process whose first thread exits while another runs on is
+/// running (its `/proc/PID/stat` reads `Z`, with `PF_EXITING` set).
+pub(crate) fn ending(pid: i32, start_time: u64) -> Ending {
     const PF_EXITING: u64 = 0x4;
-    let dying = |path: &str| {
-        read_small(path).is_ok_and(|bytes| {
+    // Some(true): exiting or done; Some(false): running; None: gone.
+    let dying = |path: &str| match read_small(path) {
+        Ok(bytes) => {
             let text = String::from_utf8_lossy(&bytes);
             let done = parse_stat(&text).is_some_and(|stat| !stat.is_running());
-            done || flags_of(&text) & PF_EXITING != 0
-        })
+            Some(done || flags_of(&text) & PF_EXITING != 0)
+        }
+        Err(error) if error.kind() == io::ErrorKind::NotFound || sys::is_gone(&error) => None,
+        Err(_) => Some(false),
     };
-    let is_it = read_stat(pid).is_ok_and(|stat| stat.start_time == start_time);
-    if !is_it || !dying(&format!("/proc/{pid}/stat")) {
-        return false;
+    match read_stat(pid) {
+        Ok(stat) if stat.start_time != start_time => return Ending::Gone,
+        Ok(_) => {}
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ending::Gone,
+        Err(_) => return Ending::Running,
+    }
+    match dying(&format!("/proc/{pid}/stat")) {
+        None => return Ending::Gone,
+        Some(false) => return Ending::Running,
+        Some(true) => {}
     }
     let Ok(threads) = fs::read_dir(format!("/proc/{pid}/task")) else {
-        return false;
+        return Ending::Running;
     };
-    threads.flatten().all(|thread| {
+    // A thread gone since the listing has ended too.
+    let all_dying = threads.flatten().all(|thread| {
         let tid = thread.file_name();
-        dying(&format!("/proc/{pid}/task/{}/stat", tid.to_string_lossy()))
-    })
+        dying(&format!("/proc/{pid}/task/{}/stat", tid.to_string_lossy())) != Some(false)
+    });
+    if all_dying {
+        Ending::Dying
+    } else {
+        Ending::Running
+    }
 }
 
 /// The flags (field 9) of a `/proc/PID/stat` line; 0 if unparsable.
@@ -532,13 +558,14 @@ pub(crate) mod tests {
         };
         let me = std::process::id();
         let (_, my_start) = state(me).expect("our own stat");
-        assert!(!is_dying(me as i32, my_start), "we run");
+        assert_eq!(ending(me as i32, my_start), Ending::Running, "we run");
 
         let mut zombie = std::process::Command::new("true").spawn().expect("true");
-        let start = until_zombie(zombie.id());
-        assert!(is_dying(zombie.id() as i32, start), "a zombie is done");
-        assert!(!is_dying(zombie.id() as i32, start + 1), "another process");
+        let (pid, start) = (zombie.id() as i32, until_zombie(zombie.id()));
+        assert_eq!(ending(pid, start), Ending::Dying, "a zombie is done");
+        assert_eq!(ending(pid, start + 1), Ending::Gone, "another process");
         zombie.wait().expect("reaped");
+        assert_eq!(ending(pid, start), Ending::Gone, "reaped");
 
         // The main thread leaves (`pthread_exit`), a second thread sleeps on.
         let script = "import ctypes, threading, time\n\
@@ -549,10 +576,10 @@ pub(crate) mod tests {
             .spawn()
             .expect("python3 (the repository's scripts need it too)");
         let start = until_zombie(python.id());
-        let dying = is_dying(python.id() as i32, start);
+        let ended = ending(python.id() as i32, start);
         python.kill().expect("killed");
         python.wait().expect("reaped");
-        assert!(!dying, "a thread of it runs on");
+        assert_eq!(ended, Ending::Running, "a thread of it runs on");
     }
 
     /// A made-up `/proc` entry, for rules tested on made-up tables.

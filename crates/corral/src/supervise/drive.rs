@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::{
     command::OnSignal,
     contain::Tree,
-    identity::ProcessInfo,
+    identity::{Ending, ProcessInfo},
     outcome::{CleanupReport, SignalSent},
     signal::Signal,
     terminate::{Escalation, Policy, Step},
@@ -31,8 +31,8 @@ pub(crate) trait Members {
     async fn wait_empty(&mut self, deadline: Instant, kill_late: bool) -> io::Result<bool>;
     /// The running members, for the report.
     fn members(&mut self) -> Vec<ProcessInfo>;
-    /// Whether `member` is dying whole (every thread exiting or done).
-    fn is_dying(&self, member: &ProcessInfo) -> bool;
+    /// How far `member` has come to its end (see [`Ending`]).
+    fn ending(&self, member: &ProcessInfo) -> Ending;
     /// Whether members were seen exiting that no scan could name.
     fn members_exiting(&self) -> bool;
     /// Processes that may be members but could not be told yet.
@@ -56,8 +56,8 @@ impl Members for Tree {
         Tree::members(self)
     }
 
-    fn is_dying(&self, member: &ProcessInfo) -> bool {
-        crate::identity::is_dying(member.pid, member.start_time)
+    fn ending(&self, member: &ProcessInfo) -> Ending {
+        crate::identity::ending(member.pid, member.start_time)
     }
 
     fn members_exiting(&self) -> bool {
@@ -188,12 +188,17 @@ async fn send(
 /// named. A member still exiting then (killed, every thread past the point
 /// where it runs code of its own, the kernel still releasing what it held:
 /// a storm of hundreds on a starved machine) did not survive the kill: it is
-/// named in a note, not as a survivor.
+/// named in a note, not as a survivor; one gone since it was listed is not
+/// named at all.
 fn give_up(tree: &mut impl Members, report: &mut CleanupReport) {
-    let (dying, survivors): (Vec<ProcessInfo>, Vec<ProcessInfo>) = tree
-        .members()
-        .into_iter()
-        .partition(|member| tree.is_dying(member));
+    let (mut survivors, mut dying) = (Vec::new(), Vec::new());
+    for member in tree.members() {
+        match tree.ending(&member) {
+            Ending::Running => survivors.push(member),
+            Ending::Dying => dying.push(member),
+            Ending::Gone => {}
+        }
+    }
     report.survivors = survivors;
     if !dying.is_empty() {
         report.notes.push(dying_note(&dying));
@@ -314,8 +319,12 @@ mod tests {
             }]
         }
 
-        fn is_dying(&self, _member: &ProcessInfo) -> bool {
-            self.exits_slowly && self.dying_since.is_some()
+        fn ending(&self, _member: &ProcessInfo) -> Ending {
+            if self.exits_slowly && self.dying_since.is_some() {
+                Ending::Dying
+            } else {
+                Ending::Running
+            }
         }
 
         fn members_exiting(&self) -> bool {
