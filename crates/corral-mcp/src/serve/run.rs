@@ -6,7 +6,6 @@
 //! pipe only cuts the final read short).
 
 use std::{
-    path::PathBuf,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -20,6 +19,7 @@ use super::{
     Progress, ProgressSink,
     output::{HeadTail, Ring, last_lines},
     request::Program,
+    roots::Cwd,
 };
 
 /// How long the output is still read once the tree is gone.
@@ -37,7 +37,8 @@ pub(crate) const EFFECTS_NOTE: &str = "the command was stopped before it finishe
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {
     pub program: Program,
-    pub cwd: PathBuf,
+    /// The directory, opened and checked: the run enters it by descriptor.
+    pub cwd: Cwd,
     pub env: Vec<(String, String)>,
     pub stdin: String,
     pub timeout: Duration,
@@ -143,7 +144,7 @@ pub(crate) async fn execute(
     };
     let mut command = corral::Command::new(&program)
         .args(&args)
-        .current_dir(&plan.cwd)
+        .current_dir_fd(plan.cwd.dir())
         .stdin(Input::Piped)
         .stdout(Output::Piped)
         .stderr(Output::Piped)

@@ -5,4 +5,5 @@
 
 mod harness;
 mod limits;
+mod place;
 mod runs;
