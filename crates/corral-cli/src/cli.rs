@@ -460,6 +460,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub audit: Option<PathBuf>,
 
+    /// Run every command as USER, with USER's primary group or GROUP
+    /// (names from /etc/passwd and /etc/group, or numbers), and no
+    /// supplementary groups. Root only. Under root, such a command cannot
+    /// move itself out of its leaf cgroup; without --user, a root server
+    /// runs every command as root (it warns at start-up).
+    #[arg(short, long, value_name = "USER[:GROUP]")]
+    pub user: Option<String>,
+
     // Limits on each run's whole tree: --max-procs, --max-memory,
     // --max-swap, --cpus, --cpu-time, --limits-best-effort.
     #[command(

@@ -60,10 +60,36 @@ enum Transport {
 /// status 125).
 pub fn serve(args: ServeArgs, parent: i32) -> anyhow::Result<Status> {
     let transport = transport_of(&args)?;
-    let options = options_of(&args);
+    let mut options = options_of(&args);
+    run_as(args.user.as_deref(), &mut options)?;
     check_limits(&options.tree_limits, options.backend)?;
     startup::supervisor(&ReportArgs::default(), args.verbose)?;
     startup::supervise(serve_until_stopped(transport, options, parent))
+}
+
+/// Who every run runs as: `--user` (root only), or the server's own user,
+/// with a warning when that is root.
+fn run_as(user: Option<&str>, options: &mut ServeOptions) -> anyhow::Result<()> {
+    let me = rustix::process::geteuid();
+    match user {
+        Some(spec) if !me.is_root() => bail!(
+            "--user {spec} needs root: corral mcp serve runs as uid {}, and every run already \
+             runs as that user; drop --user, or start the server as root",
+            me.as_raw()
+        ),
+        Some(spec) => {
+            let ids = crate::user::resolve(spec)?;
+            options.user = Some(ids.uid);
+            options.group = Some(ids.gid);
+        }
+        None if me.is_root() => tell!(
+            "warning: running as root without --user: every command runs as root and can \
+             leave its tree's containment; add --user USER (e.g. --user nobody) to run them as \
+             another user"
+        ),
+        None => {}
+    }
+    Ok(())
 }
 
 /// Refuses to serve with run limits this host cannot enforce (unless best

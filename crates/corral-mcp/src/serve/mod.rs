@@ -75,6 +75,10 @@ pub struct ServeOptions {
     pub tree_limits: corral::Limits,
     /// Append one JSON line per run to this file.
     pub audit: Option<PathBuf>,
+    /// Run every command as this user (`Command::user`); needs root.
+    pub user: Option<u32>,
+    /// Run every command with this primary group (`Command::group`).
+    pub group: Option<u32>,
 }
 
 impl Default for ServeOptions {
@@ -91,6 +95,8 @@ impl Default for ServeOptions {
             backend: BackendChoice::Auto,
             tree_limits: corral::Limits::default(),
             audit: None,
+            user: None,
+            group: None,
         }
     }
 }

@@ -46,6 +46,10 @@ pub(crate) struct Plan {
     pub final_bound: Duration,
     pub max_output: usize,
     pub backend: BackendChoice,
+    /// The user every run takes on (`serve --user`).
+    pub user: Option<u32>,
+    /// The primary group every run takes on.
+    pub group: Option<u32>,
     /// Limits on the run's whole tree.
     pub tree_limits: corral::Limits,
     /// The limits that applied, for the result (`limits`).
@@ -159,6 +163,12 @@ pub(crate) async fn execute(
         .cancel_on(cancel);
     for (key, value) in &plan.env {
         command = command.env(key, value);
+    }
+    if let Some(uid) = plan.user {
+        command = command.user(uid);
+    }
+    if let Some(gid) = plan.group {
+        command = command.group(gid);
     }
     let mut child = match command.spawn().await {
         Ok(child) => child,

@@ -220,6 +220,8 @@ fn plan(shared: &Shared, args: &RunArgs) -> Result<Plan, FieldError> {
         final_bound: options.final_bound,
         max_output: options.max_output,
         backend: options.backend,
+        user: options.user,
+        group: options.group,
         tree_limits: options.tree_limits,
         limits,
     })
