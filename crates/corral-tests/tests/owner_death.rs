@@ -128,6 +128,25 @@ fn running_descendants(except: &[Proc]) -> Vec<(i32, char, String)> {
     found
 }
 
+/// Each of `left` as the failure message shows it: pid, state, whether it
+/// is exiting (`PF_EXITING`), where it sleeps (`wchan`), its command line.
+fn described(left: &[(i32, char, String)]) -> String {
+    left.iter()
+        .map(|(pid, state, command)| {
+            let flags = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|t| {
+                    let (_, rest) = t.rsplit_once(')')?;
+                    rest.split_whitespace().nth(6)?.parse::<u64>().ok()
+                });
+            let exiting = flags.map_or("gone", |f| if f & 0x4 != 0 { "exiting" } else { "-" });
+            let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+            format!("{pid} {state} {exiting} wchan={wchan} {command:?}")
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Reaps every zombie child of this test process (orphans adopted by it).
 fn reap_children() {
     loop {
@@ -372,14 +391,20 @@ fn owner_killed_at_random_points() {
             });
             std::thread::sleep(Duration::from_millis(1));
         }
-        let deadline = Instant::now() + BOUND + SLACK;
+        let dead = Instant::now();
+        let deadline = dead + BOUND + SLACK;
         let mut left = running_descendants(&[bystander.proc()]);
         while !left.is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
             reap_children();
             left = running_descendants(&[bystander.proc()]);
         }
-        assert!(left.is_empty(), "round {round}: survivors {left:?}");
+        assert!(
+            left.is_empty(),
+            "round {round}: survivors {:?} after the owners' deaths: {}",
+            dead.elapsed(),
+            described(&left)
+        );
         // Not even an empty cgroup leaf is left, whatever the point of death.
         let leaves: Vec<String> = owner_pids
             .iter()
