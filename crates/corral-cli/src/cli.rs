@@ -534,7 +534,8 @@ fn call_after_help() -> String {
          structuredContent as JSON if it has no text). With --json, one envelope:\n  \
            {{\"version\": 1, \"outcome\": \"ok\" | \"tool_error\" | \"error\" | \"unknown\" | \"not_sent\",\n   \
             \"exit_status\": N, \"request_id\": ID or null, \"result\": the CallToolResult or null,\n   \
-            \"error\": {{\"message\", \"code\", \"data\"}} or null, \"cleanup\": the tree's cleanup}}\n\
+            \"error\": {{\"message\", \"code\", \"data\"}} or null, \"cleanup\": the tree's cleanup,\n   \
+            \"read\": what was read from the server, dropped and answered}}\n\
          \n\
          Signals: SIGINT, SIGTERM or SIGHUP cancel the connect or the call and end the\n\
          server's tree: 124 if the request had been written, else 125. The server's\n\

@@ -8,7 +8,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use corral_mcp::client::CallError;
+use corral_mcp::client::{CallError, ConnectError, ReadStats};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -35,8 +35,8 @@ pub struct Envelope {
     pub outcome: CallOutcome,
     /// The status corral exits with.
     pub exit_status: u8,
-    /// The request's id, when the outcome is unknown (to find it in the
-    /// server's log); `null` otherwise.
+    /// The request's id (of the last page for `list`), to find it in the
+    /// server's log; `null` when it was not sent.
     pub request_id: Option<Value>,
     /// The server's result: the `CallToolResult` (call) or `{"tools": [...]}`
     /// (list); `null` without one.
@@ -44,8 +44,13 @@ pub struct Envelope {
     /// Why there is no result (or the JSON-RPC error the server answered).
     pub error: Option<ErrorDetail>,
     /// What the cleanup of the server's tree did (as in `corral run`'s
-    /// report); all empty, with a note, if the connect failed.
+    /// report); all empty if there was no tree (`--url`), and with a note
+    /// if the server did not start or never connected.
     pub cleanup: Cleanup,
+    /// What the client read from the server, dropped and answered (the
+    /// counters of `corral_mcp::client::ReadStats`), once it connected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read: Option<ReadStats>,
 }
 
 /// The `error` of the envelope.
@@ -80,7 +85,22 @@ pub fn finish(
         .map(|signal| format!(" ({signal} received)"))
         .unwrap_or_default();
     let mut error = None;
-    let mut request_id = None;
+    let mut request_id = done
+        .request_id
+        .as_ref()
+        .and_then(|id| serde_json::to_value(id).ok());
+    let cleanup = cleanup(&done, url.is_some(), final_bound);
+    let read = done.teardown.as_ref().map(|teardown| teardown.stats);
+    if let Some(read) = read
+        && read.answers_dropped > 0
+    {
+        say!(
+            "{what}: the server sent {} requests of its own; {} answers to them were dropped \
+             (a full queue, or over HTTP too many already on their way)",
+            read.server_requests,
+            read.answers_dropped
+        );
+    }
     let result = match done.answer {
         Ok(value) => Some(value),
         Err(failure) => {
@@ -96,20 +116,6 @@ pub fn finish(
     if outcome == CallOutcome::ToolError {
         say!("{what}: the tool reported an error (isError)");
     }
-    let cleanup = match done.teardown.as_ref().and_then(|t| t.finished.as_ref()) {
-        Some(finished) => {
-            tell_leftovers(&finished.report, "of the server ", "", final_bound);
-            Cleanup::of(finished, Vec::new())
-        }
-        None => Cleanup {
-            notes: vec![
-                "the server never connected: its tree was ended before the connect failed, \
-                 and no cleanup report came back"
-                    .into(),
-            ],
-            ..Cleanup::default()
-        },
-    };
     let printed = if json {
         let envelope = Envelope {
             version: VERSION,
@@ -124,6 +130,7 @@ pub fn finish(
             result,
             error,
             cleanup,
+            read,
         };
         serde_json::to_string_pretty(&envelope).unwrap_or_default()
     } else {
@@ -131,6 +138,34 @@ pub fn finish(
     };
     print(&printed);
     status
+}
+
+/// What the cleanup of the server's tree did. Over HTTP (`http`) there is
+/// no tree, and nothing is said about one; from a stdio server without a
+/// cleanup report, a note says why there is none.
+fn cleanup(done: &Done, http: bool, final_bound: Duration) -> Cleanup {
+    if let Some(finished) = done.teardown.as_ref().and_then(|t| t.finished.as_ref()) {
+        tell_leftovers(&finished.report, "of the server ", "", final_bound);
+        return Cleanup::of(finished, Vec::new());
+    }
+    if http {
+        return Cleanup::default();
+    }
+    let note = match &done.answer {
+        Err(Failure::Setup(_)) => "the server was not started",
+        Err(Failure::Connect(ConnectError::Spawn(_) | ConnectError::NoCommand)) => {
+            "the server could not be started: nothing of it runs, and no cleanup report came back"
+        }
+        Err(Failure::Connect(_)) => {
+            "the server never connected: its tree was ended before the connect failed, \
+             and no cleanup report came back"
+        }
+        _ => "no cleanup report came back: the runtime stopped before the teardown finished",
+    };
+    Cleanup {
+        notes: vec![note.into()],
+        ..Cleanup::default()
+    }
 }
 
 /// The envelope's `error` and the request id of a failure.

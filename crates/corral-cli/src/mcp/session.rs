@@ -13,7 +13,8 @@ use std::{future::Future, sync::Arc, time::Duration};
 
 use corral::{Signal, host::SignalWatch};
 use corral_mcp::client::{
-    CallError, CallOptions, ConnectError, ConnectOptions, Connection, HttpOptions, Teardown,
+    CallError, CallOptions, ConnectError, ConnectOptions, Connection, HttpOptions, RequestId,
+    Teardown,
 };
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
@@ -57,6 +58,9 @@ pub struct Done {
     /// The server's answer (a `CallToolResult` or `{"tools": [...]}`) as
     /// JSON, or why there is none.
     pub answer: Result<Value, Failure>,
+    /// The id of the request (of the last page for `tools/list`), once it
+    /// may have been written: `None` if it was not sent.
+    pub request_id: Option<RequestId>,
     /// The connection's teardown, once it finished (`None` if it never
     /// connected: the library ended the tree before it returned the error).
     pub teardown: Option<Arc<Teardown>>,
@@ -86,6 +90,7 @@ impl Done {
 pub async fn run(args: &ClientArgs, parent: i32, request: Request) -> Done {
     let failed = |failure| Done {
         answer: Err(failure),
+        request_id: None,
         teardown: None,
         received: None,
     };
@@ -121,6 +126,7 @@ pub async fn run(args: &ClientArgs, parent: i32, request: Request) -> Done {
         Err(error) => {
             return Done {
                 answer: Err(Failure::Connect(error)),
+                request_id: None,
                 teardown: None,
                 received: guard.received,
             };
@@ -132,10 +138,15 @@ pub async fn run(args: &ClientArgs, parent: i32, request: Request) -> Done {
     );
     let options = call_options(args.timeout, guard.cancel.clone());
     let answer = guard.run(send(&connection, request, &options)).await;
+    let request_id = match &answer {
+        Err(CallError::NotSent { .. }) => None,
+        _ => connection.last_request_id(),
+    };
     // Whatever the answer, the tree goes before corral does.
     let teardown = connection.close().await;
     Done {
         answer: answer.map_err(Failure::Call),
+        request_id,
         teardown,
         received: guard.received,
     }

@@ -31,10 +31,14 @@ use super::{
 use crate::message::Id;
 
 /// A frame for the writer. `request` is the id of one of our requests (the
-/// writer marks it written, or skips it when its call is gone).
+/// writer marks it written, or skips it when its call is gone); `answer`
+/// marks an answer to a request of the server (on HTTP, at most
+/// [`HTTP_ANSWERS_IN_FLIGHT`](crate::client::HTTP_ANSWERS_IN_FLIGHT) of
+/// those are on their way at once).
 #[derive(Debug)]
 pub(crate) struct Outbound {
     pub request: Option<Id>,
+    pub answer: bool,
     pub line: Vec<u8>,
 }
 
@@ -87,7 +91,9 @@ pub struct ReadStats {
     /// (method not found).
     pub server_requests: u64,
     /// Answers to server requests dropped because the outbound queue was
-    /// full.
+    /// full or, over HTTP, because
+    /// [`HTTP_ANSWERS_IN_FLIGHT`](crate::client::HTTP_ANSWERS_IN_FLIGHT)
+    /// answers were already on their way.
     pub answers_dropped: u64,
     /// Messages other than requests (notifications, answers to the
     /// server) that HTTP could not deliver or the server refused with an
@@ -247,6 +253,13 @@ impl Core {
         lock(&self.closed).clone()
     }
 
+    /// The id given to the latest request on this connection (the
+    /// handshake's included), if any.
+    pub(crate) fn last_request_id(&self) -> Option<Id> {
+        let next = self.next_id.load(Ordering::Relaxed);
+        (next > 1).then(|| Id::Number(i128::from(next - 1)))
+    }
+
     pub(crate) fn in_flight(&self) -> usize {
         lock(&self.pending).len()
     }
@@ -329,15 +342,25 @@ impl Core {
         }
     }
 
-    /// Queues a frame that is not one of our requests (an answer to the
-    /// server, a notification) without waiting; false if the queue is full
+    /// Queues a notification without waiting; false if the queue is full
     /// or closed.
     pub(crate) fn try_send(&self, line: Vec<u8>) -> bool {
+        self.try_queue(false, line)
+    }
+
+    /// Queues an answer to a request of the server without waiting; false
+    /// if the queue is full or closed.
+    pub(crate) fn try_answer(&self, line: Vec<u8>) -> bool {
+        self.try_queue(true, line)
+    }
+
+    fn try_queue(&self, answer: bool, line: Vec<u8>) -> bool {
         let sender = lock(&self.out).clone();
         sender.is_some_and(|sender| {
             sender
                 .try_send(Outbound {
                     request: None,
+                    answer,
                     line,
                 })
                 .is_ok()
@@ -457,7 +480,7 @@ impl Core {
             biased;
             () = cancel.cancelled() => Err("cancelled"),
             () = until(hard) => Err("the deadline passed"),
-            sent = sender.send(Outbound { request: Some(id.clone()), line }) => {
+            sent = sender.send(Outbound { request: Some(id.clone()), answer: false, line }) => {
                 sent.map_err(|_| "the connection is closing")
             }
         };

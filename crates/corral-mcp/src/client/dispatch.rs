@@ -55,7 +55,7 @@ pub(crate) fn dispatch(core: &Core, line: &[u8]) {
                     "message": format!("method not found: this client does not serve {method:?}"),
                 }})
             };
-            let sent = serde_json::to_vec(&answer).is_ok_and(|line| core.try_send(line));
+            let sent = serde_json::to_vec(&answer).is_ok_and(|line| core.try_answer(line));
             if !sent {
                 bump(&counters.answers_dropped);
             }

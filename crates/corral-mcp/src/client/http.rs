@@ -13,6 +13,13 @@
 //!
 //! No timeout but the connect's lives in the HTTP client: only a caller's
 //! deadline cuts a call short, however long its answer is held.
+//!
+//! Against a hostile server: redirects are never followed (a `3xx` is the
+//! request's error, naming where it pointed), so the headers and bodies go to
+//! the given URL only; at most [`HTTP_ANSWERS_IN_FLIGHT`] answers to the
+//! server's requests are on their way at once (beyond, they are dropped and
+//! counted), so a server that floods requests and never takes the answers
+//! holds that many connections, not one per request.
 
 use std::{
     collections::HashMap,
@@ -25,16 +32,21 @@ use std::{
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use reqwest::{
     Client, RequestBuilder, Response, StatusCode, Url,
-    header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue},
+    header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, LOCATION},
+    redirect,
 };
-use tokio::{sync::mpsc, task::JoinHandle, time::timeout};
+use tokio::{
+    sync::{OwnedSemaphorePermit, Semaphore, mpsc},
+    task::JoinHandle,
+    time::timeout,
+};
 use tokio_util::sync::CancellationToken;
 
 use super::{
     core::{Core, Outbound, Reply, bump, lock},
     dispatch::{cancelled_notification, dispatch},
     lines::{ReaderEnd, WriterEnd},
-    options::HttpOptions,
+    options::{HTTP_ANSWERS_IN_FLIGHT, HTTP_IDLE_CONNECTIONS, HttpOptions},
     outcome::ConnectError,
     sse::{Item, Parser},
 };
@@ -93,9 +105,13 @@ impl Endpoint {
             value.set_sensitive(true);
             headers.append(name, value);
         }
+        // A redirect would carry every header (the token) and the body to
+        // wherever the server points: never followed.
         let client = Client::builder()
+            .redirect(redirect::Policy::none())
             .connect_timeout(options.connect_timeout)
             .pool_idle_timeout(options.pool_idle_timeout)
+            .pool_max_idle_per_host(HTTP_IDLE_CONNECTIONS)
             .build()
             .map_err(|error| http(chain(&error)))?;
         Ok(Self {
@@ -202,6 +218,7 @@ pub(crate) fn start(
         endpoint,
         to_reader,
         max_frame_bytes,
+        answers: Arc::new(Semaphore::new(HTTP_ANSWERS_IN_FLIGHT)),
     };
     Started {
         writer: tasks::spawn(tasks, writer.run(queue, stop_writer)),
@@ -214,6 +231,8 @@ struct Writer {
     endpoint: Arc<Endpoint>,
     to_reader: mpsc::UnboundedSender<ToReader>,
     max_frame_bytes: usize,
+    /// One permit per answer to the server on its way.
+    answers: Arc<Semaphore>,
 }
 
 const READER_GONE: &str = "the HTTP reader ended";
@@ -229,7 +248,7 @@ impl Writer {
                     // Closing the answer's stream is the 2026-07-28
                     // cancellation; older servers want the notification.
                     if self.to_reader.send(ToReader::Close(id.clone())).is_err()
-                        || !self.hand_over(None, cancelled_notification(&id, &why))
+                        || !self.hand_over(None, cancelled_notification(&id, &why), None)
                     {
                         return WriterEnd::Failed(READER_GONE.into());
                     }
@@ -251,15 +270,35 @@ impl Writer {
                 // Its call gave up before it was written: never send it.
                 continue;
             }
-            if !self.hand_over(frame.request, frame.line) {
+            let permit = if frame.answer {
+                // Never waits: our own requests and cancellations must not
+                // queue behind answers the server holds.
+                let Ok(permit) = self.answers.clone().try_acquire_owned() else {
+                    tracing::debug!(
+                        "dropped an answer to the server: {HTTP_ANSWERS_IN_FLIGHT} are \
+                         already on their way"
+                    );
+                    bump(&self.core.counters.answers_dropped);
+                    continue;
+                };
+                Some(permit)
+            } else {
+                None
+            };
+            if !self.hand_over(frame.request, frame.line, permit) {
                 return WriterEnd::Failed(READER_GONE.into());
             }
         }
     }
 
-    /// Gives the reader the exchange that posts `body`; false if the
-    /// reader is gone.
-    fn hand_over(&self, id: Option<Id>, body: Vec<u8>) -> bool {
+    /// Gives the reader the exchange that posts `body` (holding `permit`,
+    /// if any, until it ends); false if the reader is gone.
+    fn hand_over(
+        &self,
+        id: Option<Id>,
+        body: Vec<u8>,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> bool {
         let request = self.endpoint.post(&self.core, body);
         let close = CancellationToken::new();
         let closed = close.clone();
@@ -272,6 +311,7 @@ impl Writer {
         );
         let key = id.clone();
         let run = Box::pin(async move {
+            let _permit = permit;
             tokio::select! {
                 biased;
                 // Dropping `work` closes the answer's stream.
@@ -362,6 +402,11 @@ async fn exchange(
         }
         return None;
     }
+    if status.is_redirection() {
+        let why = redirected(url, status, &response);
+        refused(&core, id.as_ref(), why);
+        return None;
+    }
     if !status.is_success() {
         let expired = status == StatusCode::NOT_FOUND && endpoint.has_session();
         let body = error_body(response).await;
@@ -375,7 +420,8 @@ async fn exchange(
     }
     let Some(id) = id else {
         // A notification or an answer to the server: only the status
-        // matters, and a body (which the spec does not expect) is not read.
+        // matters, and a body (which the spec does not expect) is not read
+        // (its connection is closed then, not reused).
         return None;
     };
     let kind = response
@@ -462,6 +508,24 @@ async fn json(core: &Core, mut response: Response, max: usize) -> Result<(), Str
         dispatch(core, &body);
     }
     Ok(())
+}
+
+/// The error of a request the server answered with a redirect: never
+/// followed, it names the status and where it pointed (escaped, cut short).
+fn redirected(url: &str, status: StatusCode, response: &Response) -> String {
+    let location = response.headers().get(LOCATION).map_or_else(
+        || "nowhere (no Location)".to_owned(),
+        |value| {
+            let text = String::from_utf8_lossy(value.as_bytes());
+            let cut: String = text.chars().take(ERROR_BODY).collect();
+            format!("{cut:?}")
+        },
+    );
+    format!(
+        "the server answered HTTP {status} to POST {url}, redirecting to {location}; \
+         corral does not follow redirects (they would carry the headers and the body \
+         elsewhere): give the final URL"
+    )
 }
 
 /// The start of an error answer's body, for the call's message.

@@ -152,6 +152,15 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default time an idle pooled HTTP connection is kept.
 pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
+/// How many answers to the server's requests may be on their way at once
+/// over HTTP (each answer is its own `POST`). One more is dropped and
+/// counted ([`ReadStats::answers_dropped`](super::ReadStats::answers_dropped)),
+/// as when the stdio queue is full: a server that sends requests without end
+/// and never answers those posts holds this many connections, no more.
+pub const HTTP_ANSWERS_IN_FLIGHT: usize = 8;
+/// How many idle connections to the server the HTTP client keeps for reuse.
+pub const HTTP_IDLE_CONNECTIONS: usize = 16;
+
 /// How the streamable HTTP transport reaches its server. There is no total
 /// or read timeout: only the caller's deadline ([`CallOptions::timeout`])
 /// cuts a call short, however long its answer is held.

@@ -154,6 +154,13 @@ impl Connection {
         self.core.stats()
     }
 
+    /// The id given to the latest request on this connection (the
+    /// handshake's included): after one call that returned, that call's id,
+    /// whatever its outcome. With calls running concurrently, any of them.
+    pub fn last_request_id(&self) -> Option<RequestId> {
+        self.core.last_request_id()
+    }
+
     /// Requests waiting for their answer.
     pub fn in_flight(&self) -> usize {
         self.core.in_flight()
