@@ -98,3 +98,114 @@ async fn relative_path_entries_in_env_are_searched_from_the_cwd() {
     assert_eq!(result["outcome"], "exited", "{result:#}");
     assert_eq!(result["stdout"], "found in the run cwd\n", "{result:#}");
 }
+
+/// On a legacy (`initialize`) HTTP session, a client that closes the
+/// response stream of a `run` does not cancel it (rmcp's sessions keep the
+/// request going; send `notifications/cancelled`, or use protocol
+/// 2026-07-28, where closing the stream ends the tree): the run goes on to
+/// its own `timeout`, and its concurrency slot is free as soon as it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_session_stream_closed_leaves_the_run_to_its_timeout_then_frees_its_slot() {
+    use std::time::{Duration, Instant};
+
+    use corral_mcp::serve::{
+        CorralServer, Runner,
+        transport::{self, HttpAuth},
+    };
+
+    const TOKEN: &str = "a-legacy-session-token";
+    let root = corral_tests::Scratch::new("serve-legacy-close");
+    let audit = corral_tests::Scratch::new("serve-legacy-close-audit");
+    let mut options = crate::harness::options(&root);
+    options.max_concurrent = 1;
+    options.audit = Some(audit.path("audit.jsonl"));
+    let runner = Runner::new(options).expect("a runner");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!(
+        "http://127.0.0.1:{}/mcp",
+        listener.local_addr().expect("addr").port()
+    );
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn(transport::http(
+        CorralServer::new(runner),
+        listener,
+        HttpAuth::new(TOKEN),
+        stop.clone(),
+    ));
+    let http = reqwest::Client::new();
+    let post = |body: serde_json::Value, session: Option<&str>| {
+        let mut request = http
+            .post(&url)
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send()
+    };
+    let initialized = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "closer", "version": "0"}}}),
+        None,
+    )
+    .await
+    .expect("initialize");
+    let session = initialized
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|value| value.to_str().ok())
+        .expect("a legacy session id")
+        .to_owned();
+    let _ = initialized.text().await;
+    let _ = post(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        Some(&session),
+    )
+    .await
+    .expect("initialized");
+    // The run's answer stream opens, then the client closes it.
+    let started = Instant::now();
+    let held = post(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "run", "arguments": {"shell": "sleep 30", "timeout": 2}}}),
+        Some(&session),
+    )
+    .await
+    .expect("the run's stream");
+    assert!(held.status().is_success(), "{}", held.status());
+    drop(held);
+    // The only slot is the closed run's until its timeout ends it.
+    let next = post(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "run", "arguments": {"argv": ["echo", "the next run"]}}}),
+        Some(&session),
+    )
+    .await
+    .expect("the next run");
+    let body = tokio::time::timeout(Duration::from_secs(30), next.text())
+        .await
+        .expect("the next run answered within 30 s")
+        .expect("its body");
+    let took = started.elapsed();
+    assert!(body.contains("the next run"), "{body}");
+    assert!(
+        took >= Duration::from_secs(2),
+        "the closed stream cancelled the run after {took:?}: update docs/mcp.md"
+    );
+    assert!(
+        took < Duration::from_secs(20),
+        "the slot was held past the run's timeout: {took:?}"
+    );
+    let audit = std::fs::read_to_string(audit.path("audit.jsonl")).expect("the audit log");
+    let first: serde_json::Value =
+        serde_json::from_str(audit.lines().next().expect("an audit line")).expect("JSON");
+    assert_eq!(first["outcome"], "timed_out", "{audit}");
+    stop.cancel();
+    let _ = server.await;
+}

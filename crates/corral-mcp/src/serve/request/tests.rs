@@ -256,6 +256,9 @@ fn duration_refusals_name_both_forms() {
             error.rule.contains("ms") || error.rule.contains("1m30s"),
             "{value}: {error}"
         );
+        // A run's `timeout: 0` times out at once: no message says 0 is
+        // no limit.
+        assert!(!error.rule.contains("no limit"), "{value}: {error}");
     }
 }
 
