@@ -786,8 +786,24 @@ impl CgroupTree {
         }
     }
 
+    /// `cgroup.kill`, then the CPU bandwidth limit lifted: a killed process
+    /// runs nothing of its own again, only its exit, which a tight `cpu.max`
+    /// would stretch over many periods (two throttled spinners outlived a
+    /// 1 s final bound in the emulated guest).
     fn kill(&self) -> io::Result<()> {
-        fs::write(self.path.join("cgroup.kill"), b"1")
+        fs::write(self.path.join("cgroup.kill"), b"1")?;
+        self.unthrottle();
+        Ok(())
+    }
+
+    /// Writes `max` to the leaf's `cpu.max` if it holds a limit (the file is
+    /// there only with the `cpu` controller enabled for the leaf).
+    fn unthrottle(&self) {
+        let cpu_max = self.path.join("cpu.max");
+        let limited = fs::read_to_string(&cpu_max).is_ok_and(|value| !value.starts_with("max"));
+        if limited && let Err(error) = fs::write(&cpu_max, b"max") {
+            tracing::warn!(path = %cpu_max.display(), %error, "lifting cpu.max after the kill failed");
+        }
     }
 
     pub(crate) fn is_empty(&self) -> io::Result<bool> {
