@@ -862,7 +862,7 @@ fn text_of(result: &Value) -> String {
 }
 
 /// A server with two clients, `alice` and `bob`, each with its own token
-/// file; the tokens.
+/// file, and an audit log in `scratch` (`audit.jsonl`); the tokens.
 fn two_clients(scratch: &Scratch) -> (HttpServer, &'static str, &'static str) {
     let (alice, bob) = ("alice-token-0123456789", "bob-token-9876543210");
     let (alice_file, bob_file) = (scratch.path("alice.token"), scratch.path("bob.token"));
@@ -875,6 +875,8 @@ fn two_clients(scratch: &Scratch) -> (HttpServer, &'static str, &'static str) {
         bob_file.to_str().expect("UTF-8"),
         "--root",
         scratch.0.to_str().expect("UTF-8"),
+        "--audit",
+        scratch.path("audit.jsonl").to_str().expect("UTF-8"),
     ]);
     (server, alice, bob)
 }
@@ -955,7 +957,8 @@ fn another_client_neither_sees_nor_reads_waits_for_nor_ends_a_run() {
 }
 
 /// The finished runs kept are kept per client: 17 finished runs of `bob`
-/// push out bob's oldest, never `alice`'s result.
+/// push out bob's oldest, never `alice`'s result. The audit line of each
+/// run names its client.
 #[test]
 fn another_clients_runs_do_not_push_out_a_finished_result() {
     let scratch = Scratch::new("serve-principals-keep");
@@ -995,6 +998,21 @@ fn another_clients_runs_do_not_push_out_a_finished_result() {
     let newest = call_as(&server, bob, "read_run", &json!({"id": his[16]}));
     assert_eq!(newest["isError"], false, "{newest:#}");
     assert_eq!(server.stop().code(), Some(0));
+    // Each run's line was written before its result was published.
+    let audit = std::fs::read_to_string(scratch.path("audit.jsonl")).expect("the audit log");
+    let lines: Vec<Value> = audit
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("an audit line"))
+        .collect();
+    let of = |principal: &str| {
+        lines
+            .iter()
+            .filter(|line| line["principal"] == principal)
+            .map(|line| line["run_id"].as_str().unwrap_or("").to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(of("alice"), [hers], "{audit}");
+    assert_eq!(of("bob"), his, "{audit}");
 }
 
 /// Run ids are 128 random bits: two ids in a row share no counter.
