@@ -357,8 +357,7 @@ async fn serve_until_stopped(
                 auth,
                 generated,
             } => {
-                let listener = tokio::net::TcpListener::bind(address)
-                    .await
+                let listener = transport::listen(address)
                     .with_context(|| format!("--http {address}: cannot listen"))?;
                 let bound = listener.local_addr().context("reading the bound address")?;
                 if let Some(token) = generated {

@@ -8,6 +8,15 @@ use std::{
     sync::Mutex,
 };
 
+use serde_json::Value;
+
+/// The most bytes of one string kept in a record (a command line, a shell
+/// script, an argument, a directory); the rest is cut, with a marker.
+pub(crate) const MAX_STRING: usize = 4096;
+/// The most bytes of items kept in one array of a record (the arguments of
+/// a command line); the items beyond are cut, with a marker.
+pub(crate) const MAX_STRINGS: usize = 16 * 1024;
+
 /// An append-only JSON-lines file shared by every run of the server.
 #[derive(Debug)]
 pub(crate) struct Audit {
@@ -32,9 +41,14 @@ impl Audit {
     /// concurrent appends never interleave, and a crash never leaves a torn
     /// line behind a complete one. A short write is an error, not retried
     /// in pieces (the rest would land after other lines).
+    /// Every string is cut to [`MAX_STRING`] bytes and every array to
+    /// about [`MAX_STRINGS`], each cut marked with what it cut: a 4 MB
+    /// `shell` script writes a short line.
     pub(crate) fn append(&self, record: &serde_json::Value) -> io::Result<()> {
+        let mut record = record.clone();
+        cut(&mut record);
         // A `Value` serializes on one line: newlines in strings are escaped.
-        let mut line = serde_json::to_vec(record)?;
+        let mut line = serde_json::to_vec(&record)?;
         line.push(b'\n');
         // A poisoned lock guards nothing broken: each append is one write.
         let mut file = self
@@ -58,6 +72,46 @@ impl Audit {
                 Err(error) => return Err(error),
             }
         }
+    }
+}
+
+/// Cuts each string of `value` to [`MAX_STRING`] bytes, and each array to
+/// about [`MAX_STRINGS`] bytes of items, marking each cut: "…[cut N
+/// bytes]" ends a cut string, "…[cut N more items, M bytes]" replaces the
+/// items cut from an array.
+fn cut(value: &mut Value) {
+    match value {
+        Value::String(text) if text.len() > MAX_STRING => {
+            let mut end = MAX_STRING;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            let cut = text.len() - end;
+            text.truncate(end);
+            text.push_str(&format!("…[cut {cut} bytes]"));
+        }
+        Value::Array(items) => {
+            let mut kept = 0;
+            let mut bytes = 0;
+            for item in items.iter_mut() {
+                if bytes >= MAX_STRINGS {
+                    break;
+                }
+                cut(item);
+                bytes += item.to_string().len();
+                kept += 1;
+            }
+            if kept < items.len() {
+                let rest = items.split_off(kept);
+                let bytes: usize = rest.iter().map(|item| item.to_string().len()).sum();
+                items.push(Value::String(format!(
+                    "…[cut {} more items, {bytes} bytes]",
+                    rest.len()
+                )));
+            }
+        }
+        Value::Object(fields) => fields.values_mut().for_each(cut),
+        _ => {}
     }
 }
 

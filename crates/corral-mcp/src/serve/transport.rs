@@ -29,19 +29,21 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::{
     ServerHandler, ServiceExt,
     service::ServerInitializeError,
-    transport::streamable_http_server::{
-        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-    },
+    transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService},
 };
 use tokio::{net::TcpListener, task::JoinSet};
 
 use crate::serve::{CorralServer, Principal};
+use answers::{Backlog, Counted, Unwritten, Watched};
+use pools::{Admission, Pools};
+use sessions::Sessions;
 use tokio_util::sync::CancellationToken;
 
 /// The path of the MCP endpoint on HTTP; every other path is 404.
 pub const PATH: &str = "/mcp";
 
-/// How long a client may take to send a request's headers.
+/// How long a client may take to send a later request's headers on a
+/// kept-alive connection (idle time included).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// After `stop`, how long open HTTP connections get to finish their
@@ -149,8 +151,69 @@ pub fn loopback_origins(port: u16) -> Vec<String> {
         .collect()
 }
 
-/// Open HTTP connections at most.
-const MAX_CONNECTIONS: usize = 256;
+/// How many connections and sessions the HTTP transport keeps, and for how
+/// long. Nobody without the token can take what a client with it needs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HttpLimits {
+    /// How long a new connection has to send a request that passes the
+    /// gate (its headers: the gate reads no body); then it is closed.
+    pub first_request: Duration,
+    /// Connections open that have not passed the gate yet, at most; a new
+    /// one beyond closes the oldest of them.
+    pub waiting: usize,
+    /// Connections open whose request passed the gate, at most; a request
+    /// that passes the gate on a new connection beyond gets 503.
+    pub admitted: usize,
+    /// A connection whose socket takes no byte for this long while an
+    /// answer waits for it is closed, and its answers dropped.
+    pub write_stall: Duration,
+    /// Answer bytes not yet written, all connections together, at most: an
+    /// answer beyond is dropped and its connection closed (one answer
+    /// larger than this alone is sent).
+    pub unwritten: usize,
+    /// Legacy (`initialize`) sessions live at once, at most; `initialize`
+    /// beyond is refused (HTTP 500 naming the cap).
+    pub sessions: usize,
+    /// A legacy session with no message for this long ends; its id then
+    /// gets 404.
+    pub session_idle: Duration,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        Self {
+            first_request: Duration::from_secs(5),
+            waiting: 512,
+            admitted: 256,
+            write_stall: Duration::from_secs(10),
+            unwritten: 64 << 20,
+            sessions: 256,
+            session_idle: Duration::from_secs(300),
+        }
+    }
+}
+
+/// The listen queue asked for; the kernel caps it (`net.core.somaxconn`,
+/// 4096 by default).
+const LISTEN_QUEUE: u32 = 4096;
+
+/// A listener on `address` for [`http`], with a deep listen queue: a flood
+/// of connections waits there for the pools, instead of the kernel
+/// dropping the connects of clients with the token (they would retry only
+/// after 1 s, then 3 s).
+///
+/// # Errors
+/// When `address` cannot be bound (in use, not ours).
+pub fn listen(address: std::net::SocketAddr) -> io::Result<TcpListener> {
+    let socket = if address.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_QUEUE)
+}
 
 /// Serves `server` over this process's stdin and stdout (newline-delimited
 /// JSON-RPC) until the client closes stdin or `stop` is cancelled. Nothing
@@ -214,6 +277,20 @@ pub(crate) async fn serve_http<S>(
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
+    serve_http_with(server, listener, auth, HttpLimits::default(), stop).await
+}
+
+/// [`serve_http`] within `limits`.
+pub(crate) async fn serve_http_with<S>(
+    server: S,
+    listener: TcpListener,
+    auth: HttpAuth,
+    limits: HttpLimits,
+    stop: CancellationToken,
+) -> Result<(), TransportError>
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
     let port = listener
         .local_addr()
         .map_err(TransportError::Listener)?
@@ -225,7 +302,7 @@ where
     }
     let mcp = StreamableHttpService::new(
         move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
+        Sessions::new(limits.sessions, limits.session_idle),
         config,
     );
     let origins = if auth.allowed_origins.is_empty() {
@@ -238,20 +315,14 @@ where
         origins,
         mcp,
     });
+    let pools = Arc::new(Pools::new(limits));
+    let backlog = Arc::new(Backlog::new(limits.unwritten));
     let mut connections = JoinSet::new();
     loop {
         while connections.try_join_next().is_some() {}
-        // A cap on open connections: nobody without the token can use up
-        // the server's descriptors (refused requests also close theirs).
-        while connections.len() >= MAX_CONNECTIONS {
-            tokio::select! {
-                () = stop.cancelled() => break,
-                _ = connections.join_next() => {}
-            }
-        }
-        if stop.is_cancelled() {
-            break;
-        }
+        // The listener is never left unread: the pools bound the open
+        // connections (and so the descriptors), and a new connection
+        // closes the oldest one that has not passed the gate.
         let (stream, peer) = tokio::select! {
             () = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -266,15 +337,39 @@ where
             },
         };
         tracing::debug!(%peer, "HTTP connection");
+        let admission = Arc::new(pools.enter());
+        let unwritten = Arc::new(Unwritten::new(Arc::clone(&backlog)));
         let gate = Arc::clone(&gate);
         let stop = stop.clone();
         connections.spawn(async move {
-            let service = service_fn(move |request| Arc::clone(&gate).serve(request));
+            let closed = admission.closed.clone();
+            let first_request = {
+                let admission = Arc::clone(&admission);
+                async move {
+                    tokio::time::sleep(limits.first_request).await;
+                    if admission.admitted() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+            };
+            let service = {
+                let admission = Arc::clone(&admission);
+                let unwritten = Arc::clone(&unwritten);
+                service_fn(move |request| {
+                    let unwritten = Arc::clone(&unwritten);
+                    let answer = Arc::clone(&gate).serve(request, Arc::clone(&admission));
+                    async move {
+                        let response = answer.await?;
+                        Ok::<_, Infallible>(response.map(|body| Counted::new(body, unwritten)))
+                    }
+                })
+            };
             let mut builder = http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_READ_TIMEOUT);
-            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            let socket = Watched::new(stream, Arc::clone(&unwritten));
+            let connection = builder.serve_connection(TokioIo::new(socket), service);
             tokio::pin!(connection);
             tokio::select! {
                 result = connection.as_mut() => {
@@ -282,12 +377,25 @@ where
                         tracing::debug!(%peer, %error, "HTTP connection ended");
                     }
                 }
+                () = closed.cancelled() => {
+                    tracing::debug!(%peer, "closed: the oldest connection not past the gate");
+                }
+                () = first_request => {
+                    tracing::debug!(%peer, "closed: no request passed the gate in time");
+                }
+                () = unwritten.stalled(limits.write_stall) => {
+                    tracing::info!(%peer, "closed: the client read none of its answer in time");
+                }
                 () = stop.cancelled() => {
                     connection.as_mut().graceful_shutdown();
                     let _ = tokio::time::timeout(CLOSE_BOUND, connection).await;
                 }
             }
+            admission.leave();
         });
+        // On a current-thread runtime, the new connection reads the request
+        // already sent before the next accept can close it.
+        tokio::task::yield_now().await;
     }
     drop(listener);
     // Each connection bounds its own close; this bound only guards against
@@ -305,13 +413,14 @@ type Body = BoxBody<Bytes, Infallible>;
 struct Gate<S> {
     clients: Vec<Client>,
     origins: Vec<String>,
-    mcp: StreamableHttpService<S, LocalSessionManager>,
+    mcp: StreamableHttpService<S, Sessions>,
 }
 
 impl<S: ServerHandler + Send + 'static> Gate<S> {
     async fn serve(
         self: Arc<Self>,
         mut request: Request<Incoming>,
+        admission: Arc<Admission>,
     ) -> Result<Response<Body>, Infallible> {
         if request.uri().path() != PATH {
             return Ok(plain(
@@ -339,6 +448,12 @@ impl<S: ServerHandler + Send + 'static> Gate<S> {
             );
             return Ok(response);
         };
+        if !admission.admit() {
+            return Ok(plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "busy: too many authenticated connections are open; close one or retry\n",
+            ));
+        }
         // rmcp hands the request's parts, extensions included, to the
         // handler: the call runs as this principal.
         request.extensions_mut().insert(principal);
@@ -397,5 +512,8 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
     response
 }
 
+mod answers;
+mod pools;
+mod sessions;
 #[cfg(test)]
 mod tests;

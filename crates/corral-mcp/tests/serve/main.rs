@@ -3,6 +3,7 @@
 //! `setsid` job holding stdout, cancellation, background runs, cwd escapes,
 //! the concurrency limit, bad input, the audit log.
 
+mod bounds;
 mod harness;
 mod limits;
 mod place;

@@ -1,0 +1,98 @@
+//! The cap on legacy sessions and their idle expiry, against a real
+//! listener.
+
+use std::time::{Duration, Instant};
+
+use rmcp::{
+    ServerHandler,
+    model::{ServerCapabilities, ServerConfig},
+};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::serve::transport::{HttpAuth, HttpLimits, PATH, serve_http_with};
+
+#[derive(Debug, Clone)]
+struct Bare;
+
+impl ServerHandler for Bare {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+}
+
+const TOKEN: &str = "0123456789abcdef";
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+
+const PING: &str = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+
+async fn post(url: &str, body: &'static str, session: Option<&str>) -> reqwest::Response {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body);
+    if let Some(session) = session {
+        request = request
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", "2025-11-25");
+    }
+    request.send().await.expect("request sent")
+}
+
+/// A new session's id; the `initialize` answer read whole.
+async fn initialize(url: &str) -> Result<String, (u16, String)> {
+    let response = post(url, INITIALIZE, None).await;
+    let status = response.status().as_u16();
+    let id = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|id| id.to_str().ok())
+        .map(str::to_owned);
+    let text = response.text().await.unwrap_or_default();
+    id.filter(|_| status == 200).ok_or((status, text))
+}
+
+#[tokio::test]
+async fn sessions_beyond_the_cap_are_refused_and_idle_ones_end() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}{PATH}", listener.local_addr().expect("address"));
+    let limits = HttpLimits {
+        sessions: 2,
+        session_idle: Duration::from_secs(1),
+        ..HttpLimits::default()
+    };
+    let stop = CancellationToken::new();
+    let server = tokio::spawn(serve_http_with(
+        Bare,
+        listener,
+        HttpAuth::new(TOKEN),
+        limits,
+        stop.clone(),
+    ));
+
+    let first = initialize(&url).await.expect("the first session");
+    initialize(&url).await.expect("the second session");
+    let (status, why) = initialize(&url).await.expect_err("a third session");
+    assert_eq!(status, 500, "{why}");
+    assert!(why.contains("2 sessions are live"), "{why}");
+    assert!(why.contains("2026-07-28"), "{why}");
+    // A live session is still served.
+    assert_eq!(post(&url, PING, Some(&first)).await.status(), 200);
+
+    // Idle for a second, both end: their ids are unknown, new ones are made.
+    let started = Instant::now();
+    while initialize(&url).await.is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no session ended within 10 s of idling"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(post(&url, PING, Some(&first)).await.status(), 404);
+
+    stop.cancel();
+    server.await.expect("joined").expect("served");
+}
