@@ -15,14 +15,17 @@ pub struct Stat {
     pub pgrp: i32,
     /// Session id (field 6).
     pub session: i32,
+    /// Threads (field 20).
+    pub threads: i64,
     /// Start time in clock ticks since boot (field 22).
     pub start_time: u64,
 }
 
 impl Stat {
-    /// Neither a zombie nor dead.
+    /// Neither a zombie nor dead; a process whose first thread has exited
+    /// (it reads `Z`) while another runs on is running.
     pub fn is_running(&self) -> bool {
-        !matches!(self.state, 'Z' | 'X' | 'x')
+        !matches!(self.state, 'Z' | 'X' | 'x') || (self.state == 'Z' && self.threads > 1)
     }
 }
 
@@ -44,6 +47,7 @@ pub fn stat(pid: i32) -> Option<Stat> {
         ppid: fields.get(1)?.parse().ok()?,
         pgrp: fields.get(2)?.parse().ok()?,
         session: fields.get(3)?.parse().ok()?,
+        threads: fields.get(17)?.parse().ok()?,
         start_time: fields.get(19)?.parse().ok()?,
     })
 }

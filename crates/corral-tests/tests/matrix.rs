@@ -113,7 +113,9 @@ fn expect(backend: Backend, mode: &str, path: Path) -> Expect {
         };
     }
     match (mode, path) {
-        ("ignore-term" | "fork-storm", Path::Timeout | Path::Cancel) => e.escalated = Some(true),
+        ("ignore-term" | "fork-storm" | "leader-thread-exits", Path::Timeout | Path::Cancel) => {
+            e.escalated = Some(true)
+        }
         ("slow-die", Path::Timeout | Path::Cancel) => {
             e.escalated = Some(false);
             e.stdout_contains = Some("term-received");
@@ -623,6 +625,7 @@ macro_rules! backend {
             paths!($backend, slow_die, &["slow-die", "100"]);
             paths!($backend, flood, &["flood"]);
             paths!($backend, fork_storm, &["fork-storm", "200"]);
+            paths!($backend, leader_thread_exits, &["leader-thread-exits"]);
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn normal_exit() {

@@ -49,15 +49,19 @@ pub struct Stat {
     pub pgid: i32,
     /// Session id.
     pub sid: i32,
+    /// Threads (`num_threads`).
+    pub threads: i64,
     /// Start time in clock ticks after boot.
     pub start_time: u64,
 }
 
 impl Stat {
     /// Whether the process is still running (not a zombie, not dead). A
-    /// zombie has exited and holds nothing but its pid and exit status.
+    /// zombie has exited and holds nothing but its pid and exit status; but
+    /// a process whose first thread has exited while another runs on reads
+    /// `Z` too (with more than one thread), and is running.
     pub fn is_running(&self) -> bool {
-        !matches!(self.state, 'Z' | 'X' | 'x')
+        !matches!(self.state, 'Z' | 'X' | 'x') || (self.state == 'Z' && self.threads > 1)
     }
 }
 
@@ -81,7 +85,8 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
     let ppid = rest.next()?.parse().ok()?;
     let pgid = rest.next()?.parse().ok()?;
     let sid = rest.next()?.parse().ok()?;
-    let start_time = rest.nth(15)?.parse().ok()?;
+    let threads = rest.nth(13)?.parse().ok()?;
+    let start_time = rest.nth(1)?.parse().ok()?;
     Some(Stat {
         pid,
         comm,
@@ -89,6 +94,7 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
         ppid,
         pgid,
         sid,
+        threads,
         start_time,
     })
 }
@@ -591,6 +597,7 @@ pub(crate) mod tests {
             ppid,
             pgid,
             sid: pgid,
+            threads: 1,
             start_time,
         }
     }

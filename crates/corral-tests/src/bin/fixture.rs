@@ -29,6 +29,7 @@
 //! | `fork-bomb SECS`         | ready; then every process forks as fast as it can, its children too (refused forks sleep 1 ms, then retry); after SECS the leader prints `refused N` (its own refused forks) and exits 1 if any fork was refused, else 0; the others go on (up to 600 s) |
 //! | `hog MIB`                | a setsid child sleeps forever; ready with both; then allocates and touches MIB MiB, 1 MiB at a time; prints `hog-done` and sleeps forever |
 //! | `spin N`                 | N children (odd ones call setsid()) and the leader busy-loop for 600 s; ready with all |
+//! | `leader-thread-exits`    | ignores SIGTERM; a second thread sleeps forever; ready; then the first thread exits (the `exit` system call): the process lives on, and its `/proc/PID/stat` reads `Z` |
 //! | `hop SECS OUT`           | ready; then "hops" for SECS: forks, and the parent exits at once, over and over; the last one alive writes `survived` to the file OUT and exits 0 |
 //! | `breed SECS OUT`         | a child calls setsid(), ignores SIGTERM and SIGCHLD (its children are reaped by the kernel) and detaches stdio; ready with both; for SECS it forks a child every 100 µs (a refused fork is retried), each living 20 ms, and outlives the last by 100 ms; a child whose parent is gone by then (orphaned: it was forked just before the breeder was killed) sleeps until SECS have passed, writes `survived` to the file OUT and exits 0; the leader sleeps forever |
 //!
@@ -48,7 +49,8 @@ use sys::{Fork, ReportPipe};
 /// The one-line usage text for an unknown mode.
 const MODES: &str = "MODE [ARGS...] with MODE one of: exit, kill-self, sleep, echo-stdin, \
                      ignore-term, fork, setsid, daemon, leave-children, hold-stdout, slow-die, \
-                     flood, fork-storm, tree-ignore, tree-exit, hop, breed, fork-bomb, hog, spin";
+                     flood, fork-storm, tree-ignore, tree-exit, hop, breed, fork-bomb, hog, spin, \
+                     leader-thread-exits";
 
 /// A usage error: the expected command line for the mode.
 type Usage = &'static str;
@@ -93,6 +95,7 @@ fn run(args: &[OsString]) -> Result<(), Usage> {
         "fork-bomb" => fork_bomb(args("fork-bomb SECS")),
         "hog" => hog(args("hog MIB")),
         "spin" => spin(args("spin N")),
+        "leader-thread-exits" => leader_thread_exits(args("leader-thread-exits")),
         _ => Err(MODES),
     }
 }
@@ -419,6 +422,20 @@ fn hog(mut args: Args) -> Result<(), Usage> {
     std::hint::black_box(&held);
     let _ = sys::write_all(1, b"hog-done\n");
     sys::sleep_forever()
+}
+
+fn leader_thread_exits(args: Args) -> Result<(), Usage> {
+    args.end()?;
+    sys::ignore_signal(libc::SIGTERM);
+    std::thread::spawn(|| sys::sleep_forever());
+    sys::print_ready(&[]);
+    // The raw `exit` system call ends this thread only, without unwinding
+    // (`pthread_exit` unwinds, and Rust's `main` aborts the process on that
+    // foreign unwind).
+    // SAFETY: nothing of this thread is used afterwards; no destructor of
+    // `main` runs, which this program does not need.
+    unsafe { libc::syscall(libc::SYS_exit, 0) };
+    unreachable!("the exit system call returned")
 }
 
 fn spin(mut args: Args) -> Result<(), Usage> {

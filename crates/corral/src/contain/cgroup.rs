@@ -792,8 +792,33 @@ impl CgroupTree {
     /// 1 s final bound in the emulated guest).
     fn kill(&self) -> io::Result<()> {
         fs::write(self.path.join("cgroup.kill"), b"1")?;
+        self.kill_behind_exited_first_threads();
         self.unthrottle();
         Ok(())
+    }
+
+    /// `SIGKILL` through a pidfd (to the process, not one thread) to each
+    /// member whose first thread has exited while another runs on (it reads
+    /// `Z`, with more than one thread): `cgroup.kill` leaves such a process
+    /// running (seen on Linux 6.18, `matrix *::leader_thread_exits::*`).
+    fn kill_behind_exited_first_threads(&self) {
+        for pid in self.pids().unwrap_or_default() {
+            let Ok(stat) = identity::read_stat(pid) else {
+                continue;
+            };
+            if stat.state != 'Z' || !stat.is_running() {
+                continue;
+            }
+            let start_time = stat.start_time;
+            let belongs = || {
+                Ok(identity::read_stat(pid)
+                    .is_ok_and(|s| s.start_time == start_time && s.is_running())
+                    && self.holds(pid))
+            };
+            if let Err(error) = identity::signal_if(pid, Signal::KILL, belongs) {
+                tracing::warn!(pid, %error, "SIGKILL to a member whose first thread exited failed");
+            }
+        }
     }
 
     /// Writes `max` to the leaf's `cpu.max` if it holds a limit (the file is

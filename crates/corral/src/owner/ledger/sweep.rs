@@ -339,6 +339,7 @@ mod tests {
             ppid: 1,
             pgid: record.owner.pid,
             sid: record.owner.pid,
+            threads: 1,
             start_time: record.owner.start_time,
         };
         assert_eq!(owner_from(Ok(stat.clone()), &record), Owner::Alive);
