@@ -99,3 +99,6 @@ impl Admission {
         state.admitted.remove(&self.id);
     }
 }
+
+#[cfg(test)]
+mod tests;
