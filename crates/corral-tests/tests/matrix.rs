@@ -1103,9 +1103,15 @@ async fn returns_once_killed(backend: Backend) {
     assert_eq!(finished.outcome, Outcome::TimedOut);
     assert!(finished.report.escalated, "SIGTERM is ignored: escalated");
     assert!(finished.report.survivors.is_empty());
+    // The cleanup, not the call: in the emulated guest beside a fork bomb
+    // on a loaded host the spawn alone took seconds, and the cleanup 6 s
+    // (`docs/flakes.md` (15)). One that sits out the final bound takes the
+    // grace and the whole bound at least.
+    let cleanup = finished.report.cleanup_time;
     assert!(
-        elapsed < timeout + GRACE + SLACK,
-        "returned after {elapsed:?}: waited for the final bound ({final_bound:?})"
+        cleanup < GRACE + final_bound,
+        "the cleanup took {cleanup:?} (the call {elapsed:?}): it waited for the final bound \
+         ({final_bound:?})"
     );
 }
 
