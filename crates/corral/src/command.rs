@@ -89,6 +89,7 @@ pub struct Command {
     pub(crate) uid: Option<u32>,
     pub(crate) gid: Option<u32>,
     pub(crate) ignore_sigpipe: bool,
+    pub(crate) new_session: bool,
     pub(crate) foreground: bool,
     pub(crate) on_signal: OnSignal,
     pub(crate) limits: Limits,
@@ -143,6 +144,7 @@ impl Command {
             uid: None,
             gid: None,
             ignore_sigpipe: false,
+            new_session: false,
         }
     }
 
@@ -189,8 +191,13 @@ impl Command {
     /// path it was opened by names by then (a directory swapped for a symlink
     /// after the caller checked it cannot move the command). An `O_PATH`
     /// descriptor is enough; the command does not inherit it. Relative
-    /// `PATH` entries are searched from it. Replaces a
-    /// [`Command::current_dir`], and is replaced by one.
+    /// `PATH` entries are searched from it. With [`Command::user`] or
+    /// [`Command::group`], the child enters it by the path it has now
+    /// (read back from the descriptor), with the command's own rights, and
+    /// is refused unless that path still leads to `dir`: a descriptor opened
+    /// with the caller's rights never lets the command into a directory
+    /// whose path it could not walk. Replaces a [`Command::current_dir`],
+    /// and is replaced by one.
     pub fn current_dir_fd(mut self, dir: impl Into<Arc<OwnedFd>>) -> Self {
         self.cwd = Some(WorkingDir::Open(dir.into()));
         self
@@ -363,6 +370,19 @@ impl Command {
     /// of dying of the signal. Every other ignored signal is inherited as is.
     pub fn ignore_sigpipe(mut self, ignore: bool) -> Self {
         self.ignore_sigpipe = ignore;
+        self
+    }
+
+    /// Starts the command in a new session (`setsid`), with no
+    /// controlling terminal: nothing in the tree can open `/dev/tty`, read
+    /// the caller's terminal, or push input into it (`TIOCSTI`), and a
+    /// terminal's hangup does not reach it. For commands from a less
+    /// trusted party than the caller (a server's clients, another user with
+    /// [`Command::user`]). Off by default; [`Command::foreground`] is then
+    /// without effect (the tree has no terminal to be in the foreground
+    /// of).
+    pub fn new_session(mut self, on: bool) -> Self {
+        self.new_session = on;
         self
     }
 

@@ -6,7 +6,7 @@ use std::{
     ffi::{CString, OsStr, OsString},
     fs, io,
     os::{
-        fd::{AsFd, OwnedFd},
+        fd::{AsFd, AsRawFd, OwnedFd},
         unix::ffi::{OsStrExt, OsStringExt},
     },
     path::{Path, PathBuf},
@@ -237,7 +237,7 @@ fn launch_into_cgroup(
         .map(|a| c_string(a.as_bytes()))
         .collect::<io::Result<Vec<_>>>()
         .map_err(Launch::Failed)?;
-    let cwd = ChildCwd::new(command.cwd.as_ref()).map_err(Launch::Failed)?;
+    let cwd = ChildCwd::new(command.cwd.as_ref(), creds.changes_user()).map_err(Launch::Failed)?;
     let stdin = input(command.stdin).map_err(Launch::Failed)?;
     let stdout = output(command.stdout).map_err(Launch::Failed)?;
     let stderr = output(command.stderr).map_err(Launch::Failed)?;
@@ -254,6 +254,7 @@ fn launch_into_cgroup(
         cgroup,
         creds,
         ignore_sigpipe: command.ignore_sigpipe,
+        new_session: command.new_session,
     };
     match sys::spawn_into_cgroup(&exec) {
         Ok((pid, pidfd)) => Ok(Launched {
@@ -276,18 +277,19 @@ fn launch_with_std(
     // With a user change, the directory is entered as that user, after
     // the change (std's `current_dir` enters it before, with our rights);
     // an open directory is entered by our hook too (std takes only paths).
-    let as_user = creds.uid.is_some() || creds.gid.is_some();
+    let as_user = creds.changes_user();
     let by_std = !as_user && matches!(command.cwd, Some(WorkingDir::Path(_)));
     let mut std_command = std_command(command, by_std);
     let cwd = if by_std {
         ChildCwd::None
     } else {
-        ChildCwd::new(command.cwd.as_ref())?
+        ChildCwd::new(command.cwd.as_ref(), as_user)?
     };
     let mut setup = prepared.child_setup();
     setup.cwd = cwd.child();
     setup.creds = creds;
     setup.ignore_sigpipe = command.ignore_sigpipe;
+    setup.new_session = command.new_session;
     let mut child = sys::spawn(&mut std_command, setup)?;
     let pid = child.id() as i32;
     // Our unreaped child: its pid cannot have been reused, so this pidfd is it.
@@ -348,26 +350,30 @@ fn std_command(command: &Command, cwd: bool) -> std::process::Command {
 
 /// The working directory as the child takes it: a path as a C string, or
 /// a close-on-exec copy of the open directory clear of the standard
-/// descriptors (the command never inherits it).
+/// descriptors (the command never inherits it); for a child that changes
+/// its user, with the path the directory has now, which the child walks
+/// with its own rights ([`sys::ChildDir::Reach`]).
 enum ChildCwd {
     None,
     Path(CString),
-    Open(OwnedFd),
+    Open(OwnedFd, Option<CString>),
 }
 
 impl ChildCwd {
-    fn new(cwd: Option<&WorkingDir>) -> io::Result<Self> {
+    fn new(cwd: Option<&WorkingDir>, as_user: bool) -> io::Result<Self> {
         Ok(match cwd {
             None => Self::None,
-            Some(WorkingDir::Path(dir)) => {
-                Self::Path(CString::new(dir.as_os_str().as_bytes()).map_err(|_| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        "a NUL byte in the working directory",
-                    )
-                })?)
+            Some(WorkingDir::Path(dir)) => Self::Path(nul_free(dir.as_os_str().as_bytes())?),
+            Some(WorkingDir::Open(dir)) => {
+                let fd = sys::dup_above_stdio(dir.as_fd())?;
+                let reach = if as_user {
+                    let now = fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+                    Some(nul_free(now.as_os_str().as_bytes())?)
+                } else {
+                    None
+                };
+                Self::Open(fd, reach)
             }
-            Some(WorkingDir::Open(dir)) => Self::Open(sys::dup_above_stdio(dir.as_fd())?),
         })
     }
 
@@ -375,9 +381,22 @@ impl ChildCwd {
         match self {
             Self::None => None,
             Self::Path(path) => Some(sys::ChildDir::Path(path)),
-            Self::Open(fd) => Some(sys::ChildDir::Fd(fd.as_fd())),
+            Self::Open(fd, None) => Some(sys::ChildDir::Fd(fd.as_fd())),
+            Self::Open(fd, Some(path)) => Some(sys::ChildDir::Reach {
+                fd: fd.as_fd(),
+                path,
+            }),
         }
     }
+}
+
+fn nul_free(path: &[u8]) -> io::Result<CString> {
+    CString::new(path).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a NUL byte in the working directory",
+        )
+    })
 }
 
 /// The two ends of one standard stream: the child's (to `dup2`) and ours.

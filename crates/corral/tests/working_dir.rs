@@ -146,3 +146,85 @@ async fn relative_path_entries_are_searched_from_the_working_directory() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_users_command_enters_an_open_directory_only_where_it_may_walk() {
+    if !is_root() {
+        return println!("SKIPPED: changing the user needs root");
+    }
+    let scratch = Scratch::new("walk");
+    // Only root may walk `private`; `open` inside it is open to all.
+    let private = scratch.0.join("private");
+    let open = private.join("open");
+    fs::create_dir_all(&open).expect("open");
+    fs::set_permissions(&private, fs::Permissions::from_mode(0o700)).expect("chmod 700");
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o755)).expect("chmod 755");
+    fs::set_permissions(&scratch.0, fs::Permissions::from_mode(0o755)).expect("chmod 755");
+    let dir = open_dir(&open);
+    for backend in Backend::ALL {
+        if backend == Backend::Subreaper {
+            corral::claim_subreaper();
+        }
+        // Root walks the path: the descriptor is entered.
+        let command = Command::new("pwd").arg("-P").current_dir_fd(dir.clone());
+        if let Some(stdout) = stdout_on(backend, command).await {
+            assert_eq!(stdout, format!("{}\n", open.display()), "{backend}");
+        }
+        // nobody could not walk to it by its path: refused, not entered
+        // with the rights of the descriptor's opener.
+        let spawned = Command::new("pwd")
+            .current_dir_fd(dir.clone())
+            .user(65534)
+            .group(65534)
+            .backend(BackendChoice::Only(backend))
+            .run()
+            .await;
+        match spawned {
+            Err(corral::Error::BackendUnavailable { .. }) => {}
+            Err(error) => {
+                let text = format!("{error:#}");
+                assert!(
+                    text.contains("working directory") && text.contains("ermission denied"),
+                    "{backend}: {text}"
+                );
+            }
+            Ok(finished) => panic!(
+                "{backend}: nobody entered a directory it cannot reach: {:?} {}",
+                finished.outcome,
+                finished.stdout.text()
+            ),
+        }
+    }
+}
+
+/// The session and process group `sh` runs in, and its pid.
+fn session_of(stat: &str) -> (u32, u32, u32) {
+    let fields: Vec<u32> = stat
+        .split_whitespace()
+        .enumerate()
+        .filter(|(i, _)| [0, 4, 5].contains(i))
+        .map(|(_, f)| f.parse().expect("a number in /proc/PID/stat"))
+        .collect();
+    (fields[0], fields[1], fields[2])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_session_leaves_the_callers_session_and_terminal() {
+    for backend in Backend::ALL {
+        for new_session in [false, true] {
+            // `sh`'s own stat line (the builtin `read`, no child process).
+            let command = Command::new("sh")
+                .args(["-c", "read -r line < /proc/$$/stat; echo \"$line\""])
+                .new_session(new_session);
+            let Some(stdout) = stdout_on(backend, command).await else {
+                continue;
+            };
+            let (pid, group, session) = session_of(&stdout);
+            if new_session {
+                assert_eq!((group, session), (pid, pid), "{backend}: {stdout}");
+            } else {
+                assert_ne!(session, pid, "{backend}: {stdout}");
+            }
+        }
+    }
+}

@@ -47,6 +47,42 @@ pub fn supervisor(report: &ReportArgs, verbose: bool) -> anyhow::Result<Option<S
     Sink::open(report.report.as_deref(), report.report_fd)
 }
 
+/// Makes every descriptor this process inherited above the standard three
+/// close-on-exec, for a server whose commands come from less trusted
+/// parties (`corral mcp serve`): a terminal, a log or a root-only file its
+/// parent left open is not passed on to them. (`corral run` passes
+/// inherited descriptors on, as `timeout` does.)
+///
+/// # Errors
+/// If `/proc/self/fd` cannot be read or a descriptor's flags cannot be set.
+pub fn keep_inherited_descriptors() -> anyhow::Result<()> {
+    let listing = std::fs::read_dir("/proc/self/fd")
+        .context("listing this process's descriptors (/proc/self/fd) to keep them from runs")?;
+    for entry in listing {
+        let entry = entry.context("listing /proc/self/fd")?;
+        let Some(fd) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if fd < 3 {
+            continue;
+        }
+        match corral::host::close_on_exec(fd) {
+            // The listing's own descriptor, closed since.
+            Err(error) if error.raw_os_error() == Some(rustix::io::Errno::BADF.raw_os_error()) => {}
+            Err(error) => {
+                return Err(error)
+                    .with_context(|| format!("making inherited descriptor {fd} close-on-exec"));
+            }
+            Ok(()) => {}
+        }
+    }
+    Ok(())
+}
+
 /// The descriptors free at start-up that a supervising `corral` needs
 /// before its first spawn reserves its own: the runtime's (its poller, its
 /// waker, the signal driver's socket pair), the signal streams', the log's.

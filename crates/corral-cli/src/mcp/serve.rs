@@ -59,6 +59,7 @@ enum Transport {
 /// A bad option, token file or address, or a transport that fails (exit
 /// status 125).
 pub fn serve(args: ServeArgs, parent: i32) -> anyhow::Result<Status> {
+    startup::keep_inherited_descriptors()?;
     let transport = transport_of(&args)?;
     let mut options = options_of(&args);
     run_as(args.user.as_deref(), &mut options)?;

@@ -160,6 +160,9 @@ pub(crate) async fn execute(
         // What the leader leaves behind (a `setsid` job holding stdout) is
         // ended when it exits: the answer waits for the tree, not the pipe.
         .leftovers(Leftovers::Terminate)
+        // A client's command never reaches the server's terminal (reading
+        // it, or pushing input into it with TIOCSTI as another user).
+        .new_session(true)
         .cancel_on(cancel);
     for (key, value) in &plan.env {
         command = command.env(key, value);

@@ -108,7 +108,9 @@ fn spawn_tree(command: Command) -> Result<Child, Error> {
     let mut registration = Registration::new(&command);
     let prepared = contain::prepare(
         command.backend,
-        command.foreground,
+        // A tree in a session of its own has no terminal to be in the
+        // foreground of.
+        command.foreground && !command.new_session,
         &command.limits,
         &mut |path| registration.cgroup_reserved(path),
     )?;

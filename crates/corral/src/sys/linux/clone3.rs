@@ -62,6 +62,8 @@ pub(crate) struct Exec<'a> {
     pub(crate) creds: super::Credentials,
     /// Start the program with `SIGPIPE` ignored (else at its default).
     pub(crate) ignore_sigpipe: bool,
+    /// Start the program in a new session, with no controlling terminal.
+    pub(crate) new_session: bool,
 }
 
 /// Why [`spawn_into_cgroup`] failed.
@@ -93,11 +95,7 @@ pub(crate) fn spawn_into_cgroup(exec: &Exec<'_>) -> Result<(i32, OwnedFd), Clone
         .chain([ptr::null()])
         .collect();
     let stdio = exec.stdio.map(|fd| fd.map_or(-1, |fd| fd.as_raw_fd()));
-    let (cwd, cwd_fd) = match exec.cwd {
-        None => (ptr::null(), -1),
-        Some(super::ChildDir::Path(path)) => (path.as_ptr(), -1),
-        Some(super::ChildDir::Fd(fd)) => (ptr::null(), fd.as_raw_fd()),
-    };
+    let (cwd, cwd_fd) = exec.cwd.map_or((ptr::null(), -1), |dir| dir.raw());
     let (report_read, report_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| Clone3Error::Unavailable(e.into()))?;
     let mut pidfd: c_int = -1;
@@ -117,6 +115,7 @@ pub(crate) fn spawn_into_cgroup(exec: &Exec<'_>) -> Result<(i32, OwnedFd), Clone
         stdio,
         report: report_write.as_raw_fd(),
         creds: exec.creds,
+        new_session: exec.new_session,
         sigpipe: if exec.ignore_sigpipe {
             libc::SIG_IGN
         } else {
@@ -332,11 +331,14 @@ struct Child {
     argv: *const *const c_char,
     envp: *const *const c_char,
     cwd: *const c_char,
-    /// A directory to enter with `fchdir` (at 3 or above), or -1.
+    /// A directory to enter with `fchdir` (at 3 or above), or -1; with
+    /// `cwd` as well, the directory `cwd` must lead to.
     cwd_fd: c_int,
     stdio: [c_int; 3],
     report: c_int,
     creds: super::Credentials,
+    /// Call `setsid` first.
+    new_session: bool,
     /// `SIGPIPE`'s disposition for the program.
     sigpipe: libc::sighandler_t,
 }
@@ -344,7 +346,7 @@ struct Child {
 impl Child {
     /// Whether the child changes its user or group before `execve`.
     fn changes_credentials(&self) -> bool {
-        self.creds.uid.is_some() || self.creds.gid.is_some()
+        self.creds.changes_user()
     }
 
     /// Sets up standard descriptors, credentials and the directory, then
@@ -359,6 +361,9 @@ impl Child {
         // pointers prepared by the parent, valid in its memory (shared with
         // us until `execve`, or a copy of it).
         unsafe {
+            if self.new_session && libc::setsid() < 0 {
+                self.fail();
+            }
             // A source descriptor below 3 could be overwritten by an earlier
             // dup2: move such ones out of the way first.
             for (target, fd) in stdio.iter_mut().enumerate() {
@@ -389,11 +394,9 @@ impl Child {
             if self.creds.apply().is_err() {
                 self.fail();
             }
-            if !self.cwd.is_null() && libc::chdir(self.cwd) != 0 {
-                self.fail_cwd();
-            }
-            if self.cwd_fd >= 0 && libc::fchdir(self.cwd_fd) != 0 {
-                self.fail_cwd();
+            let errno = super::enter_dir(self.cwd, self.cwd_fd);
+            if errno != 0 {
+                self.report_and_exit(-errno);
             }
             // As std does: an empty signal mask, and SIGPIPE at its default
             // (Rust programs ignore it) unless the caller passes an ignored
@@ -411,13 +414,6 @@ impl Child {
     unsafe fn fail(&self) -> ! {
         // SAFETY: errno is thread-local.
         unsafe { self.report_and_exit(*libc::__errno_location()) }
-    }
-
-    /// Reports errno, negated (the working directory was refused, not the
-    /// program), to the parent and exits.
-    unsafe fn fail_cwd(&self) -> ! {
-        // SAFETY: errno is thread-local.
-        unsafe { self.report_and_exit(-*libc::__errno_location()) }
     }
 
     /// Writes `code` to the parent and exits.

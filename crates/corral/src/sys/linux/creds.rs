@@ -42,6 +42,11 @@ impl Credentials {
         *self == Self::default()
     }
 
+    /// Whether the child takes on another user or group.
+    pub(crate) fn changes_user(&self) -> bool {
+        self.uid.is_some() || self.gid.is_some()
+    }
+
     /// Applies the changes in order: resource limits, namespace, groups,
     /// group, user. On failure returns the errno.
     ///

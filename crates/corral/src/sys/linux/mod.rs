@@ -381,6 +381,9 @@ pub(crate) struct ChildSetup<'a> {
     pub(crate) cgroup_procs: Option<BorrowedFd<'a>>,
     /// Start a new process group led by the child.
     pub(crate) new_group: bool,
+    /// Start a new session (and process group) led by the child, with no
+    /// controlling terminal (`setsid`).
+    pub(crate) new_session: bool,
     /// Namespace, user and groups to take on (after joining the cgroup).
     pub(crate) creds: Credentials,
     /// Start the program with `SIGPIPE` ignored (std resets it to the
@@ -402,6 +405,69 @@ pub(crate) enum ChildDir<'a> {
     /// and close-on-exec for the whole spawn, at 3 or above (clear of the
     /// standard descriptors the child sets up).
     Fd(BorrowedFd<'a>),
+    /// The directory `fd` holds, entered by `path` (where it is now), with
+    /// the child's own rights: `chdir(path)`, then refused (`ESTALE`) unless
+    /// that is `fd`'s directory. For a child that changes its user: a
+    /// descriptor opened with our rights must not let it into a directory
+    /// whose path it could not walk.
+    Reach {
+        fd: BorrowedFd<'a>,
+        path: &'a std::ffi::CStr,
+    },
+}
+
+impl ChildDir<'_> {
+    /// The path to `chdir` to (or null) and the directory descriptor (or
+    /// -1), as [`enter_dir`] takes them.
+    pub(crate) fn raw(&self) -> (*const libc::c_char, libc::c_int) {
+        match *self {
+            Self::Path(path) => (path.as_ptr(), -1),
+            Self::Fd(fd) => (std::ptr::null(), fd.as_raw_fd()),
+            Self::Reach { fd, path } => (path.as_ptr(), fd.as_raw_fd()),
+        }
+    }
+}
+
+/// Enters a child's working directory before `exec`: `chdir(path)` (then,
+/// with `fd` as well, checks that it is `fd`'s directory), or `fchdir(fd)`.
+/// Returns 0 or the errno.
+///
+/// # Safety
+/// In a forked child before `exec`: raw system calls only. `path` is null
+/// or a C string, `fd` is -1 or open.
+pub(crate) unsafe fn enter_dir(path: *const libc::c_char, fd: libc::c_int) -> libc::c_int {
+    let errno = || {
+        std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EACCES)
+    };
+    // SAFETY: plain system calls on the caller's pointer and descriptor;
+    // the stat buffers are valid out-parameters.
+    unsafe {
+        if path.is_null() {
+            return if fd >= 0 && libc::fchdir(fd) != 0 {
+                errno()
+            } else {
+                0
+            };
+        }
+        if libc::chdir(path) != 0 {
+            return errno();
+        }
+        if fd < 0 {
+            return 0;
+        }
+        let mut here: libc::stat = std::mem::zeroed();
+        let mut held: libc::stat = std::mem::zeroed();
+        if libc::stat(c".".as_ptr(), &mut here) != 0 || libc::fstat(fd, &mut held) != 0 {
+            return errno();
+        }
+        if (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino) {
+            0
+        } else {
+            libc::ESTALE
+        }
+    }
 }
 
 /// Marks an error of the child's `chdir`: the working directory was
@@ -441,9 +507,12 @@ pub(crate) fn spawn(
     command: &mut std::process::Command,
     setup: ChildSetup<'_>,
 ) -> io::Result<std::process::Child> {
-    if setup.new_group {
+    // A new session makes the child a group leader too; `setsid` fails in
+    // a child that already leads a group.
+    if setup.new_group && !setup.new_session {
         command.process_group(0);
     }
+    let new_session = setup.new_session;
     let procs_fd = setup.cgroup_procs.map(|fd| fd.as_raw_fd());
     let creds = setup.creds;
     let ignore_sigpipe = setup.ignore_sigpipe;
@@ -452,15 +521,25 @@ pub(crate) fn spawn(
     // (`corral run` holds SIGRTMAX blocked).
     let masked = thread_blocks_signals();
     let cwd_path = match setup.cwd {
-        Some(ChildDir::Path(path)) => Some(path.to_owned()),
+        Some(ChildDir::Path(path) | ChildDir::Reach { path, .. }) => Some(path.to_owned()),
         _ => None,
     };
     let cwd_fd = match setup.cwd {
-        Some(ChildDir::Fd(fd)) => Some(fd.as_raw_fd()),
-        _ => None,
+        Some(ChildDir::Fd(fd) | ChildDir::Reach { fd, .. }) => fd.as_raw_fd(),
+        _ => -1,
     };
-    if procs_fd.is_some() || !creds.is_empty() || ignore_sigpipe || masked || setup.cwd.is_some() {
+    if procs_fd.is_some()
+        || !creds.is_empty()
+        || ignore_sigpipe
+        || masked
+        || new_session
+        || setup.cwd.is_some()
+    {
         let hook = move || -> io::Result<()> {
+            // SAFETY: `setsid` is async-signal-safe.
+            if new_session && unsafe { libc::setsid() } < 0 {
+                return Err(io::Error::last_os_error());
+            }
             if masked {
                 // SAFETY: an empty set is a valid mask; `pthread_sigmask` is
                 // async-signal-safe.
@@ -486,15 +565,9 @@ pub(crate) fn spawn(
             // passes the raw code on), told apart from the program's.
             // SAFETY: `chdir` and `fchdir` are async-signal-safe; the string
             // lives in this closure, the descriptor for the whole spawn.
-            let entered = match (&cwd_path, cwd_fd) {
-                (Some(dir), _) => unsafe { libc::chdir(dir.as_ptr()) },
-                (None, Some(fd)) => unsafe { libc::fchdir(fd) },
-                (None, None) => 0,
-            };
-            if entered != 0 {
-                let errno = io::Error::last_os_error()
-                    .raw_os_error()
-                    .unwrap_or(libc::EACCES);
+            let path = cwd_path.as_ref().map_or(std::ptr::null(), |p| p.as_ptr());
+            let errno = unsafe { enter_dir(path, cwd_fd) };
+            if errno != 0 {
                 return Err(io::Error::from_raw_os_error(-errno));
             }
             // std has set SIGPIPE to its default by now (hooks run after).
