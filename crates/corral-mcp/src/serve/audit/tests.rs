@@ -67,6 +67,18 @@ fn appends_one_line_per_record_and_keeps_what_was_there() {
     );
 }
 
+/// `size` bytes of padding in an object of strings of at most 2000 bytes.
+fn pad(size: usize) -> Value {
+    let mut parts = serde_json::Map::new();
+    let mut left = size;
+    while left > 0 {
+        let part = left.min(2000);
+        parts.insert(parts.len().to_string(), Value::from("x".repeat(part)));
+        left -= part;
+    }
+    Value::Object(parts)
+}
+
 #[test]
 fn concurrent_appends_never_interleave() {
     const THREADS: usize = 8;
@@ -78,9 +90,11 @@ fn concurrent_appends_never_interleave() {
             let audit = Arc::clone(&audit);
             std::thread::spawn(move || {
                 for seq in 0..EACH {
-                    // Sizes from a few bytes to past a pipe buffer (64 KiB).
+                    // Sizes from a few bytes to past a pipe buffer (64 KiB),
+                    // in strings short enough to be kept whole (the audit
+                    // cuts longer ones).
                     let size = (seq * 7_919 + thread * 104_729) % 70_000;
-                    let record = json!({"thread": thread, "seq": seq, "pad": "x".repeat(size)});
+                    let record = json!({"thread": thread, "seq": seq, "pad": pad(size)});
                     audit.append(&record).expect("append");
                 }
             })
@@ -97,7 +111,13 @@ fn concurrent_appends_never_interleave() {
         let thread = record["thread"].as_u64().expect("thread") as usize;
         let seq = record["seq"].as_u64().expect("seq") as usize;
         let size = (seq * 7_919 + thread * 104_729) % 70_000;
-        assert_eq!(record["pad"].as_str().map(str::len), Some(size));
+        let kept: usize = record["pad"]
+            .as_object()
+            .expect("pad")
+            .values()
+            .map(|part| part.as_str().expect("a string").len())
+            .sum();
+        assert_eq!(kept, size, "{thread}/{seq}");
         assert!(!seen[thread][seq], "duplicate {thread}/{seq}");
         seen[thread][seq] = true;
         count += 1;
