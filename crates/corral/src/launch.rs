@@ -231,7 +231,13 @@ fn launch_into_cgroup(
         .iter()
         .find_map(|e| e.as_bytes().strip_prefix(b"PATH="))
         .map(OsStr::from_bytes);
-    let program = resolve(&command.program, path, command.cwd.as_ref()).map_err(Launch::Failed)?;
+    // Looked up here with our rights; for a command of another user, by
+    // the child with its own (as `execvp`), from every candidate in order.
+    let programs = if creds.changes_user() {
+        candidates(&command.program, path).map_err(Launch::Failed)?
+    } else {
+        vec![resolve(&command.program, path, command.cwd.as_ref()).map_err(Launch::Failed)?]
+    };
     let argv = std::iter::once(&command.program)
         .chain(&command.args)
         .map(|a| c_string(a.as_bytes()))
@@ -242,7 +248,7 @@ fn launch_into_cgroup(
     let stdout = output(command.stdout).map_err(Launch::Failed)?;
     let stderr = output(command.stderr).map_err(Launch::Failed)?;
     let exec = sys::Exec {
-        program: &program,
+        programs: &programs,
         argv: &argv,
         envp: &envp,
         cwd: cwd.child(),
@@ -482,6 +488,40 @@ fn environment(command: &Command) -> io::Result<Vec<CString>> {
 /// `PATH`, a relative entry (`bin`, or empty for `.`) searched from the
 /// child's working directory `cwd` and kept relative (the child executes it
 /// from there).
+/// Every path `execvp` would try for `program` along `path`, in order
+/// (relative entries kept relative: the child is in its directory by
+/// then); just the program when it names a path.
+fn candidates(program: &OsStr, path: Option<&OsStr>) -> io::Result<Vec<CString>> {
+    let bytes = program.as_bytes();
+    if bytes.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "empty program name",
+        ));
+    }
+    if bytes.contains(&b'/') {
+        return Ok(vec![c_string(bytes)?]);
+    }
+    search_path(path)
+        .map(|dir| c_string(dir.join(program).as_os_str().as_bytes()))
+        .collect()
+}
+
+/// The directories of `path` (the default search path when there is
+/// none), an empty entry meaning the working directory.
+fn search_path(path: Option<&OsStr>) -> impl Iterator<Item = &Path> {
+    path.unwrap_or(OsStr::new("/usr/local/bin:/usr/bin:/bin"))
+        .as_bytes()
+        .split(|&b| b == b':')
+        .map(|dir| {
+            if dir.is_empty() {
+                Path::new(".")
+            } else {
+                Path::new(OsStr::from_bytes(dir))
+            }
+        })
+}
+
 fn resolve(program: &OsStr, path: Option<&OsStr>, cwd: Option<&WorkingDir>) -> io::Result<CString> {
     let bytes = program.as_bytes();
     if bytes.is_empty() {
@@ -493,14 +533,8 @@ fn resolve(program: &OsStr, path: Option<&OsStr>, cwd: Option<&WorkingDir>) -> i
     if bytes.contains(&b'/') {
         return c_string(bytes);
     }
-    let path = path.unwrap_or(OsStr::new("/usr/local/bin:/usr/bin:/bin"));
     let mut denied = false;
-    for dir in path.as_bytes().split(|&b| b == b':') {
-        let dir = if dir.is_empty() {
-            Path::new(".")
-        } else {
-            Path::new(OsStr::from_bytes(dir))
-        };
+    for dir in search_path(path) {
         let candidate = dir.join(program);
         let found = match cwd.filter(|_| candidate.is_relative()) {
             Some(WorkingDir::Path(cwd)) => sys::is_executable_file(None, &cwd.join(&candidate)),

@@ -228,3 +228,37 @@ async fn a_new_session_leaves_the_callers_session_and_terminal() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_users_program_is_looked_up_with_its_own_rights() {
+    if !is_root() {
+        return println!("SKIPPED: changing the user needs root");
+    }
+    let scratch = Scratch::new("lookup");
+    fs::set_permissions(&scratch.0, fs::Permissions::from_mode(0o755)).expect("chmod 755");
+    // A `true` only root may reach, first in PATH; the system's after it.
+    let private = scratch.0.join("private");
+    fs::create_dir_all(&private).expect("private");
+    let program = private.join("true");
+    fs::write(&program, "#!/bin/sh\necho private\n").expect("script");
+    fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).expect("chmod 755");
+    fs::set_permissions(&private, fs::Permissions::from_mode(0o700)).expect("chmod 700");
+    let path = format!("{}:/usr/bin:/bin", private.display());
+    for backend in Backend::ALL {
+        // Root finds its own.
+        let command = Command::new("true").env("PATH", &path);
+        if let Some(stdout) = stdout_on(backend, command).await {
+            assert_eq!(stdout, "private\n", "{backend}");
+        }
+        // nobody cannot search `private`: as `execvp` would, it goes on to
+        // the system's `true`, instead of failing on the one root found.
+        let command = Command::new("true")
+            .env("PATH", &path)
+            .current_dir("/")
+            .user(65534)
+            .group(65534);
+        if let Some(stdout) = stdout_on(backend, command).await {
+            assert_eq!(stdout, "", "{backend}");
+        }
+    }
+}

@@ -16,7 +16,7 @@
 //! - <https://man7.org/linux/man-pages/man2/clone3.2.html>
 
 use std::{
-    ffi::{CStr, CString, c_char, c_int},
+    ffi::{CString, c_char, c_int},
     io,
     os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd},
     ptr,
@@ -46,8 +46,10 @@ const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 /// What to execute, fully prepared by the parent.
 #[derive(Debug)]
 pub(crate) struct Exec<'a> {
-    /// The resolved path of the program.
-    pub(crate) program: &'a CStr,
+    /// The paths to try, in order, as `execvp` tries its `PATH` (one when
+    /// the program was resolved already): each that does not exist, or
+    /// that the child may not execute, passes to the next.
+    pub(crate) programs: &'a [CString],
     /// `argv`, program name first.
     pub(crate) argv: &'a [CString],
     /// The whole environment, `KEY=VALUE`.
@@ -82,6 +84,12 @@ pub(crate) enum Clone3Error {
 /// - <https://man7.org/linux/man-pages/man2/clone3.2.html>
 /// - <https://man7.org/linux/man-pages/man2/execve.2.html>
 pub(crate) fn spawn_into_cgroup(exec: &Exec<'_>) -> Result<(i32, OwnedFd), Clone3Error> {
+    let programs: Vec<*const c_char> = exec
+        .programs
+        .iter()
+        .map(|p| p.as_ptr())
+        .chain([ptr::null()])
+        .collect();
     let argv: Vec<*const c_char> = exec
         .argv
         .iter()
@@ -107,7 +115,7 @@ pub(crate) fn spawn_into_cgroup(exec: &Exec<'_>) -> Result<(i32, OwnedFd), Clone
         ..CloneArgs::default()
     };
     let child = Child {
-        program: exec.program.as_ptr(),
+        programs: programs.as_ptr(),
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
         cwd,
@@ -327,7 +335,8 @@ fn clone3_copy(args: &mut CloneArgs, child: &Child) -> isize {
 
 /// Everything the child needs, as raw pointers and numbers.
 struct Child {
-    program: *const c_char,
+    /// Null-terminated: the paths to try.
+    programs: *const *const c_char,
     argv: *const *const c_char,
     envp: *const *const c_char,
     cwd: *const c_char,
@@ -405,7 +414,27 @@ impl Child {
             libc::sigemptyset(&mut empty);
             libc::sigprocmask(libc::SIG_SETMASK, &empty, ptr::null_mut());
             libc::signal(libc::SIGPIPE, self.sigpipe);
-            libc::execve(self.program, self.argv, self.envp);
+            // As execvp: a path that is not there, or not ours to execute,
+            // passes to the next; "permission denied" is the answer if any
+            // said so.
+            let mut denied = false;
+            let mut next = self.programs;
+            while !(*next).is_null() {
+                libc::execve(*next, self.argv, self.envp);
+                match *libc::__errno_location() {
+                    libc::EACCES => denied = true,
+                    libc::ENOENT
+                    | libc::ENOTDIR
+                    | libc::ESTALE
+                    | libc::ENODEV
+                    | libc::ETIMEDOUT => {}
+                    _ => self.fail(),
+                }
+                next = next.add(1);
+            }
+            if denied {
+                self.report_and_exit(libc::EACCES);
+            }
             self.fail()
         }
     }
