@@ -15,11 +15,11 @@
 //! stdio). Ending the runs is the caller's job (`Runner::shutdown`), after
 //! these return: the transports only stop answering.
 
-use std::{convert::Infallible, io, sync::Arc, time::Duration};
+use std::{collections::HashMap, convert::Infallible, io, sync::Arc, time::Duration};
 
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::{
-    Request, Response, StatusCode,
+    Method, Request, Response, StatusCode,
     body::{Bytes, Incoming},
     header::{self, HeaderValue},
     server::conn::http1,
@@ -29,13 +29,19 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::{
     ServerHandler, ServiceExt,
     service::ServerInitializeError,
-    transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService},
+    transport::{
+        common::http_header::HEADER_SESSION_ID,
+        streamable_http_server::{
+            StreamableHttpServerConfig, StreamableHttpService,
+            session::{SessionId, SessionManager},
+        },
+    },
 };
 use tokio::{net::TcpListener, task::JoinSet};
 
 use crate::serve::{CorralServer, Principal};
 use answers::{Backlog, Counted, Unwritten, Watched};
-use pools::{Admission, Pools};
+use pools::{Admission, Pools, Refused};
 use sessions::Sessions;
 use tokio_util::sync::CancellationToken;
 
@@ -45,6 +51,12 @@ pub const PATH: &str = "/mcp";
 /// How long a client may take to send a later request's headers on a
 /// kept-alive connection (idle time included).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The most a request's headers (start line included) and a connection's
+/// read buffer take: a request whose headers do not fit gets 431 and its
+/// connection is closed, before the token is checked. (hyper's own bound is
+/// its read buffer's, about 400 KiB.)
+const MAX_HEADERS: usize = 64 << 10;
 
 /// After `stop`, how long open HTTP connections get to finish their
 /// response before they are dropped.
@@ -162,7 +174,8 @@ pub(crate) struct HttpLimits {
     /// one beyond closes the oldest of them.
     pub waiting: usize,
     /// Connections open whose request passed the gate, at most; a request
-    /// that passes the gate on a new connection beyond gets 503.
+    /// that passes the gate on a new connection beyond gets 503. With more
+    /// than one client, one client holds at most half of them.
     pub admitted: usize,
     /// A connection whose socket takes no byte for this long while an
     /// answer waits for it is closed, and its answers dropped.
@@ -172,7 +185,8 @@ pub(crate) struct HttpLimits {
     /// larger than this alone is sent).
     pub unwritten: usize,
     /// Legacy (`initialize`) sessions live at once, at most; `initialize`
-    /// beyond is refused (HTTP 500 naming the cap).
+    /// beyond is refused (HTTP 500 naming the cap). With more than one
+    /// client, one client holds at most half of them (beyond: 503).
     pub sessions: usize,
     /// A legacy session with no message for this long ends; its id then
     /// gets 404.
@@ -300,22 +314,32 @@ where
     if auth.any_host {
         config = config.disable_allowed_hosts();
     }
-    let mcp = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Sessions::new(limits.sessions, limits.session_idle),
-        config,
-    );
+    let sessions = Sessions::new(limits.sessions, limits.session_idle);
+    let mcp = StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);
     let origins = if auth.allowed_origins.is_empty() {
         loopback_origins(port)
     } else {
         auth.allowed_origins.clone()
     };
+    // With more than one client, none takes all the places: one holds at
+    // most half of the admitted connections and of the sessions.
+    let share = |cap: usize| {
+        if auth.clients.len() > 1 {
+            (cap / 2).max(1)
+        } else {
+            cap
+        }
+    };
     let gate = Arc::new(Gate {
         clients: auth.clients.clone(),
         origins,
         mcp,
+        sessions,
+        owners: tokio::sync::Mutex::default(),
+        sessions_per_client: share(limits.sessions),
+        session_idle: limits.session_idle,
     });
-    let pools = Arc::new(Pools::new(limits));
+    let pools = Arc::new(Pools::new(limits, share(limits.admitted)));
     let backlog = Arc::new(Backlog::new(limits.unwritten));
     let mut connections = JoinSet::new();
     loop {
@@ -367,7 +391,9 @@ where
             let mut builder = http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT);
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .max_header_size(MAX_HEADERS)
+                .max_buf_size(MAX_HEADERS);
             let socket = Watched::new(stream, Arc::clone(&unwritten));
             let connection = builder.serve_connection(TokioIo::new(socket), service);
             tokio::pin!(connection);
@@ -414,6 +440,15 @@ struct Gate<S> {
     clients: Vec<Client>,
     origins: Vec<String>,
     mcp: StreamableHttpService<S, Sessions>,
+    sessions: Arc<Sessions>,
+    /// Each legacy session, with the principal whose `initialize` made it:
+    /// a request carrying its id as anyone else is answered as for an
+    /// unknown session. Entries of ended sessions are dropped on each
+    /// insert, so it holds at most as many as [`HttpLimits::sessions`].
+    owners: tokio::sync::Mutex<HashMap<SessionId, Principal>>,
+    /// Legacy sessions one principal holds at once, at most.
+    sessions_per_client: usize,
+    session_idle: Duration,
 }
 
 impl<S: ServerHandler + Send + 'static> Gate<S> {
@@ -448,16 +483,93 @@ impl<S: ServerHandler + Send + 'static> Gate<S> {
             );
             return Ok(response);
         };
-        if !admission.admit() {
-            return Ok(plain(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "busy: too many authenticated connections are open; close one or retry\n",
-            ));
+        match admission.admit(&principal) {
+            Ok(()) => {}
+            Err(Refused::Client(held)) => {
+                return Ok(plain(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "busy: this client holds {held} authenticated connections, the most one \
+                         client may; close one or retry\n"
+                    ),
+                ));
+            }
+            Err(Refused::Full | Refused::Closing) => {
+                return Ok(plain(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "busy: too many authenticated connections are open; close one or retry\n",
+                ));
+            }
         }
+        // A session id carries no rights: a session is used only by the
+        // principal that made it.
+        let session = request.headers().get(HEADER_SESSION_ID).cloned();
+        if let Some(id) = &session
+            && !self.owned_by(id, &principal).await
+        {
+            return Ok(unknown_session());
+        }
+        let delete = request.method() == Method::DELETE;
         // rmcp hands the request's parts, extensions included, to the
         // handler: the call runs as this principal.
-        request.extensions_mut().insert(principal);
-        Ok(self.mcp.handle(request).await)
+        request.extensions_mut().insert(principal.clone());
+        let response = self.mcp.handle(request).await;
+        match session {
+            Some(id) if delete && response.status().is_success() => {
+                if let Ok(id) = id.to_str() {
+                    self.owners.lock().await.remove(id);
+                }
+            }
+            Some(_) => {}
+            // An answer without a session id that names one made a session.
+            None => {
+                if let Some(id) = response.headers().get(HEADER_SESSION_ID)
+                    && let Ok(id) = id.to_str()
+                    && let Err(held) = self.bind(SessionId::from(id), principal).await
+                {
+                    return Ok(plain(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!(
+                            "busy: this client holds {held} sessions, the most one client may: \
+                             end one (DELETE), wait until one is idle for {:?}, or use protocol \
+                             2026-07-28, which needs no session\n",
+                            self.session_idle
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(response)
+    }
+
+    /// Whether the session `id` was made by `principal` (false for an id
+    /// never given out).
+    async fn owned_by(&self, id: &HeaderValue, principal: &Principal) -> bool {
+        let Ok(id) = id.to_str() else {
+            return false;
+        };
+        self.owners.lock().await.get(id) == Some(principal)
+    }
+
+    /// Records the new session `id` as `principal`'s; when that principal
+    /// holds its share already, ends the session instead and says how many
+    /// it holds.
+    async fn bind(&self, id: SessionId, principal: Principal) -> Result<(), usize> {
+        // The lock is held while the live sessions are read: a session made
+        // meanwhile is not dropped as ended.
+        let mut owners = self.owners.lock().await;
+        let live = self.sessions.live().await;
+        owners.retain(|id, _| live.contains(id));
+        let held = owners.values().filter(|owner| **owner == principal).count();
+        if held >= self.sessions_per_client {
+            drop(owners);
+            if let Err(error) = self.sessions.close_session(&id).await {
+                tracing::warn!(%error, "ending a session beyond a client's share");
+            }
+            return Err(held);
+        }
+        owners.insert(id, principal);
+        Ok(())
     }
 
     fn origin_allowed(&self, origin: &HeaderValue) -> bool {
@@ -498,8 +610,16 @@ fn same_secret(given: &[u8], secret: &[u8]) -> bool {
     std::hint::black_box(difference) == 0
 }
 
-fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
+/// rmcp's answer for a session it does not know, word for word.
+fn unknown_session() -> Response<Body> {
+    let mut response =
+        Response::new(Full::new(Bytes::from_static(b"Not Found: Session not found")).boxed());
+    *response.status_mut() = StatusCode::NOT_FOUND;
+    response
+}
+
+fn plain(status: StatusCode, text: impl Into<Bytes>) -> Response<Body> {
+    let mut response = Response::new(Full::new(text.into()).boxed());
     *response.status_mut() = status;
     // A refused request does not keep its connection.
     response

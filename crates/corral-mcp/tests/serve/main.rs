@@ -8,3 +8,4 @@ mod harness;
 mod limits;
 mod place;
 mod runs;
+mod sessions;

@@ -1,29 +1,47 @@
 //! The open HTTP connections, in two pools: nobody without the token takes
-//! a place a client with it needs.
+//! a place a client with it needs, and no client all the places another
+//! needs.
 
 use std::{
-    collections::{BTreeMap, HashSet},
+    collections::{BTreeMap, HashMap},
     sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
 use tokio_util::sync::CancellationToken;
 
 use super::HttpLimits;
+use crate::serve::Principal;
 
 /// The open connections, in two pools: the ones waiting for a request
 /// that passes the gate (at most [`HttpLimits::waiting`], the oldest closed
-/// first), and the admitted ones (at most [`HttpLimits::admitted`]).
-/// Whoever lacks the token fills only the first pool.
+/// first), and the admitted ones (at most [`HttpLimits::admitted`], and at
+/// most `per_client` of one principal). Whoever lacks the token fills only
+/// the first pool.
 pub(super) struct Pools {
     limits: HttpLimits,
+    per_client: usize,
     state: Mutex<PoolState>,
+}
+
+/// Why a request that passed the gate was not admitted.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Refused {
+    /// The admitted pool is full.
+    Full,
+    /// Its principal holds `per_client` admitted connections already.
+    Client(usize),
+    /// The connection is being closed.
+    Closing,
 }
 
 #[derive(Default)]
 struct PoolState {
     /// Waiting connections by accept order, each with what closes it.
     waiting: BTreeMap<u64, CancellationToken>,
-    admitted: HashSet<u64>,
+    /// Admitted connections, each with the principal it was admitted as.
+    admitted: HashMap<u64, Principal>,
+    /// How many admitted connections each principal holds.
+    held: HashMap<Principal, usize>,
     next: u64,
 }
 
@@ -37,9 +55,12 @@ pub(super) struct Admission {
 }
 
 impl Pools {
-    pub(super) fn new(limits: HttpLimits) -> Self {
+    /// Pools within `limits`, where one principal holds at most
+    /// `per_client` admitted connections.
+    pub(super) fn new(limits: HttpLimits, per_client: usize) -> Self {
         Self {
             limits,
+            per_client,
             state: Mutex::default(),
         }
     }
@@ -72,31 +93,44 @@ impl Pools {
 
 impl Admission {
     /// Moves this connection to the admitted pool (a request on it passed
-    /// the gate). False when that pool is full or the connection is being
-    /// closed.
-    pub(super) fn admit(&self) -> bool {
+    /// the gate as `principal`); a connection already admitted stays, as
+    /// whom it was admitted.
+    pub(super) fn admit(&self, principal: &Principal) -> Result<(), Refused> {
         let mut state = self.pools.lock();
-        if state.admitted.contains(&self.id) {
-            return true;
+        if state.admitted.contains_key(&self.id) {
+            return Ok(());
         }
-        if state.admitted.len() >= self.pools.limits.admitted
-            || state.waiting.remove(&self.id).is_none()
-        {
-            return false;
+        if state.admitted.len() >= self.pools.limits.admitted {
+            return Err(Refused::Full);
         }
-        state.admitted.insert(self.id);
-        true
+        let held = state.held.get(principal).copied().unwrap_or(0);
+        if held >= self.pools.per_client {
+            return Err(Refused::Client(held));
+        }
+        if state.waiting.remove(&self.id).is_none() {
+            return Err(Refused::Closing);
+        }
+        state.admitted.insert(self.id, principal.clone());
+        *state.held.entry(principal.clone()).or_default() += 1;
+        Ok(())
     }
 
     pub(super) fn admitted(&self) -> bool {
-        self.pools.lock().admitted.contains(&self.id)
+        self.pools.lock().admitted.contains_key(&self.id)
     }
 
     /// The connection is closed: its place is free.
     pub(super) fn leave(&self) {
         let mut state = self.pools.lock();
         state.waiting.remove(&self.id);
-        state.admitted.remove(&self.id);
+        if let Some(principal) = state.admitted.remove(&self.id)
+            && let Some(held) = state.held.get_mut(&principal)
+        {
+            *held -= 1;
+            if *held == 0 {
+                state.held.remove(&principal);
+            }
+        }
     }
 }
 

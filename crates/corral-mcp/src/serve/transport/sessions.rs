@@ -52,6 +52,13 @@ impl Sessions {
     }
 }
 
+impl Sessions {
+    /// The ids of the sessions live now.
+    pub(super) async fn live(&self) -> std::collections::HashSet<SessionId> {
+        self.local.sessions.read().await.keys().cloned().collect()
+    }
+}
+
 impl SessionManager for Sessions {
     type Error = SessionsError;
     type Transport = WorkerTransport<LocalSessionWorker>;

@@ -147,3 +147,156 @@ fn the_token_is_not_in_debug_output() {
     let text = format!("{:?}", HttpAuth::new("s3cret"));
     assert!(!text.contains("s3cret"), "{text}");
 }
+
+/// Starts the HTTP transport within `limits` for two clients, `alice` and
+/// `bob`; returns its address.
+async fn start_two(limits: HttpLimits, stop: &CancellationToken) -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("addr");
+    let auth = HttpAuth::with_clients(vec![
+        Client::new(Principal::new("alice"), ALICE),
+        Client::new(Principal::new("bob"), BOB),
+    ]);
+    tokio::spawn(serve_http_with(Bare, listener, auth, limits, stop.clone()));
+    address
+}
+
+const ALICE: &str = "alice-token-0123";
+const BOB: &str = "bob-token-456789";
+
+/// Sends a request with `token` on `stream` (a `DELETE` of an unknown
+/// session: answered in full, the connection kept) and reads its answer.
+async fn request_on(stream: &mut tokio::net::TcpStream, token: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let request = format!(
+        "DELETE {PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\
+         Mcp-Session-Id: none\r\nContent-Length: 0\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.expect("sent");
+    let mut answer = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buffer))
+            .await
+            .expect("answered within 10 s")
+            .unwrap_or(0);
+        answer.extend_from_slice(&buffer[..read]);
+        let text = String::from_utf8_lossy(&answer);
+        if read == 0 || text.ends_with("Session not found") || text.ends_with("retry\n") {
+            return text.into_owned();
+        }
+    }
+}
+
+#[tokio::test]
+async fn one_client_holds_at_most_half_the_admitted_connections() {
+    let stop = CancellationToken::new();
+    let limits = HttpLimits {
+        admitted: 4,
+        ..HttpLimits::default()
+    };
+    let address = start_two(limits, &stop).await;
+    let connect = || async {
+        tokio::net::TcpStream::connect(address)
+            .await
+            .expect("connect")
+    };
+    let mut bobs = Vec::new();
+    for _ in 0..2 {
+        let mut stream = connect().await;
+        let answer = request_on(&mut stream, BOB).await;
+        assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+        bobs.push(stream);
+    }
+    let mut third = connect().await;
+    let answer = request_on(&mut third, BOB).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(
+        answer.contains("this client holds 2 authenticated connections"),
+        "{answer}"
+    );
+    for _ in 0..2 {
+        let mut hers = connect().await;
+        let answer = request_on(&mut hers, ALICE).await;
+        assert!(answer.starts_with("HTTP/1.1 404"), "alice: {answer}");
+        bobs.push(hers);
+    }
+    stop.cancel();
+}
+
+/// This process's peak resident memory, in KiB.
+fn peak_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM")
+}
+
+/// What `stream` answers within `bound`, and whether it was closed then.
+async fn read_for(stream: &mut tokio::net::TcpStream, bound: Duration) -> (bool, String) {
+    use tokio::io::AsyncReadExt;
+    let mut answer = Vec::new();
+    let ended = tokio::time::timeout(bound, stream.read_to_end(&mut answer))
+        .await
+        .is_ok();
+    (ended, String::from_utf8_lossy(&answer).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_beyond_64_kib_get_431_and_hold_no_memory() {
+    use tokio::io::AsyncWriteExt;
+    let stop = CancellationToken::new();
+    let address = start_two(HttpLimits::default(), &stop).await;
+
+    // 300 connections each sending 300 KB of headers that never end: each
+    // is answered 431 or closed, and the server's memory does not hold them.
+    let before = peak_kib();
+    let fill: Arc<[u8]> = format!(
+        "POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Fill: {}",
+        "a".repeat(300_000)
+    )
+    .into_bytes()
+    .into();
+    let mut flood = JoinSet::new();
+    for _ in 0..300 {
+        let fill = Arc::clone(&fill);
+        flood.spawn(async move {
+            let mut stream = tokio::net::TcpStream::connect(address)
+                .await
+                .expect("connect");
+            let _ = stream.write_all(&fill).await;
+            let (ended, answer) = read_for(&mut stream, Duration::from_secs(2)).await;
+            (stream, ended, answer)
+        });
+    }
+    let mut open = Vec::new();
+    while let Some(joined) = flood.join_next().await {
+        let (stream, ended, answer) = joined.expect("joined");
+        assert!(
+            ended && (answer.is_empty() || answer.starts_with("HTTP/1.1 431")),
+            "300 KB of headers: closed {ended}, answered {answer:?}"
+        );
+        open.push(stream);
+    }
+    let grown = peak_kib().saturating_sub(before);
+    assert!(grown < 48 << 10, "the peak grew by {grown} KiB");
+
+    // One whole request with 100 KB of headers and the token.
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    let request = format!(
+        "POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Fill: {}\r\n\
+         Authorization: Bearer {ALICE}\r\nContent-Length: 0\r\n\r\n",
+        "a".repeat(100_000)
+    );
+    let _ = stream.write_all(request.as_bytes()).await;
+    let (ended, answer) = read_for(&mut stream, Duration::from_secs(10)).await;
+    assert!(
+        ended && (answer.is_empty() || answer.starts_with("HTTP/1.1 431")),
+        "100 KB of headers: closed {ended}, answered {answer:?}"
+    );
+    stop.cancel();
+}
