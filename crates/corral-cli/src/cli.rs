@@ -297,8 +297,9 @@ pub enum ServerTarget {
 /// tree, the deadlines and the output form.
 #[derive(Debug, Args)]
 pub struct ClientArgs {
-    /// Deadline of the handshake (both `server/discover` and the legacy
-    /// `initialize`); default 10s for discover, 30s for initialize.
+    /// Deadline of the whole handshake (`server/discover`, then the legacy
+    /// `initialize` with what is left); discover gets a quarter of it.
+    /// Default: 10s for discover, 30s for initialize.
     #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     pub connect_timeout: Option<Duration>,
 

@@ -5,7 +5,10 @@
 //! real `corral` process measured from `/proc`); answers reuse pooled
 //! connections; a redirect is never followed (the other listener gets no
 //! connection at all) and its error names it; a successful call reports its
-//! request id and no note about a tree there is none of.
+//! request id and no note about a tree there is none of; what the server
+//! says (an error body, a JSON-RPC error, a tool's text, its protocol
+//! version) reaches the terminal escaped; `--connect-timeout` bounds the
+//! whole handshake of a server silent on both of its steps.
 
 mod mcp_common;
 
@@ -19,7 +22,7 @@ use std::{
         mpsc,
     },
     thread,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use corral_mcp::client::{HTTP_ANSWERS_IN_FLIGHT, HTTP_IDLE_CONNECTIONS};
@@ -35,6 +38,9 @@ const FLOOD: usize = 20_000;
 const PACED: usize = 200;
 /// The session id the server hands out.
 const SESSION: &str = "hostile-session";
+/// Server text that rewrites a terminal: sets the window title, clears the
+/// line, hides what follows (ESC, BEL, and the C1 CSI), over two lines.
+const EVIL: &str = "\u{1b}]0;PWNED\u{7}\u{1b}[2K\u{1b}[8mHIDDEN\u{9b}31m\r\nsecond\tline";
 
 /// What the server does once the handshake is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +59,20 @@ enum Mode {
     RedirectCall,
     /// Every `POST` is answered `307` to the other listener.
     RedirectAll,
+    /// `tools/call` is answered `500` with [`EVIL`] as its body.
+    ErrorBody,
+    /// `tools/call` is answered with a JSON-RPC error whose message is
+    /// [`EVIL`].
+    RpcError,
+    /// `tools/call` is answered with [`EVIL`] as the tool's text.
+    ToolText,
+    /// `initialize` is answered with [`EVIL`] as the protocol version.
+    EvilVersion,
+    /// `server/discover` and `initialize` are never answered (their
+    /// connections are held until the client closes them).
+    SilentHandshake,
+    /// `server/discover` is never answered; `initialize` and the call are.
+    SilentDiscover,
 }
 
 /// What the server saw.
@@ -165,10 +185,25 @@ impl Server<'_> {
             return accepted;
         };
         let id = message["id"].clone();
+        let silent = match self.mode {
+            Mode::SilentHandshake => ["server/discover", "initialize"].contains(&method),
+            Mode::SilentDiscover => method == "server/discover",
+            _ => false,
+        };
+        if silent {
+            // Held: read until the client gives up and closes.
+            let _ = std::io::copy(reader, &mut std::io::sink());
+            return false;
+        }
+        let version = if self.mode == Mode::EvilVersion {
+            EVIL
+        } else {
+            "2025-06-18"
+        };
         match method {
             "initialize" => {
                 let result = json!({
-                    "protocolVersion": "2025-06-18",
+                    "protocolVersion": version,
                     "capabilities": {"tools": {}},
                     "serverInfo": {"name": "hostile", "version": "1"},
                 });
@@ -189,16 +224,7 @@ impl Server<'_> {
             }
             _ if id.is_null() => reply(out, "202 Accepted", &[], ""),
             // server/discover included: the client falls back to initialize.
-            _ => {
-                let error = json!({"code": -32601, "message": "method not found"});
-                let frame = json!({"jsonrpc": "2.0", "id": id, "error": error});
-                reply(
-                    out,
-                    "200 OK",
-                    &[("Content-Type", "application/json")],
-                    &frame.to_string(),
-                )
-            }
+            _ => rpc_error(out, &id, -32601, "method not found"),
         }
     }
 
@@ -213,10 +239,21 @@ impl Server<'_> {
 
     /// Answers `tools/call` `id` as the mode says.
     fn call(&self, id: Value, out: &mut TcpStream) -> bool {
-        let result = json!({"content": [{"type": "text", "text": "done"}], "isError": false});
+        let text = if self.mode == Mode::ToolText {
+            EVIL
+        } else {
+            "done"
+        };
+        let result = json!({"content": [{"type": "text", "text": text}], "isError": false});
         let answer = json!({"jsonrpc": "2.0", "id": id, "result": result});
         match self.mode {
-            Mode::Answer => reply(
+            Mode::ErrorBody => reply(out, "500 Internal Server Error", &[], EVIL),
+            Mode::RpcError => rpc_error(out, &id, -32000, EVIL),
+            Mode::Answer
+            | Mode::ToolText
+            | Mode::EvilVersion
+            | Mode::SilentHandshake
+            | Mode::SilentDiscover => reply(
                 out,
                 "200 OK",
                 &[("Content-Type", "application/json")],
@@ -286,6 +323,18 @@ fn request(reader: &mut BufReader<TcpStream>) -> Option<(String, Vec<u8>)> {
     let mut body = vec![0; length];
     reader.read_exact(&mut body).ok()?;
     Some((line, body))
+}
+
+/// Answers request `id` with a JSON-RPC error; false if the client is gone.
+fn rpc_error(out: &mut TcpStream, id: &Value, code: i64, message: &str) -> bool {
+    let error = json!({"code": code, "message": message});
+    let frame = json!({"jsonrpc": "2.0", "id": id, "error": error});
+    reply(
+        out,
+        "200 OK",
+        &[("Content-Type", "application/json")],
+        &frame.to_string(),
+    )
 }
 
 /// Writes a whole response; false if the client is gone.
@@ -611,4 +660,127 @@ fn a_successful_call_over_http_reports_its_request_id_and_no_note_about_a_tree()
     assert_eq!(Some(envelope["request_id"].clone()), call_id, "{envelope}");
     assert_eq!(envelope["cleanup"]["notes"], json!([]), "{envelope}");
     assert!(!ran.stderr.contains("never connected"), "{}", ran.stderr);
+}
+
+/// The control characters of `text` but newlines and tabs: what a terminal
+/// would act on beyond starting a line or a column.
+fn controls(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|&c| !matches!(c, '\n' | '\t') && c.is_control())
+        .collect()
+}
+
+#[test]
+fn what_the_server_says_reaches_the_terminal_escaped() {
+    // (mode, the exit status, where the server's words are printed)
+    let cases = [
+        (Mode::ErrorBody, 1, "stderr"),
+        (Mode::RpcError, 1, "stderr"),
+        (Mode::ToolText, 0, "stdout"),
+        (Mode::EvilVersion, 125, "stderr"),
+    ];
+    for (mode, code, stream) in cases {
+        let server = hostile(mode, "");
+        let ran = run(&["call", "--url", &server.url, "work"]);
+        let seen = format!("{mode:?}: stdout {:?}, stderr {:?}", ran.stdout, ran.stderr);
+        assert_eq!(ran.status.code(), Some(code), "{seen}");
+        for printed in [&ran.stdout, &ran.stderr] {
+            assert_eq!(controls(printed), Vec::<char>::new(), "{seen}");
+        }
+        let printed = if stream == "stdout" {
+            &ran.stdout
+        } else {
+            &ran.stderr
+        };
+        assert!(
+            printed.contains("\\u{1b}]0;PWNED\\u{7}\\u{1b}[2K\\u{1b}[8mHIDDEN\\u{9b}31m"),
+            "{seen}"
+        );
+        if stream == "stdout" {
+            // A tool's text is meant to be lines: newlines and tabs stay.
+            assert!(printed.contains("\\r\nsecond\tline"), "{seen}");
+        } else {
+            // A message is one line.
+            assert!(printed.contains("\\r\\nsecond\\tline"), "{seen}");
+        }
+
+        // --json: the words as they came, JSON-escaped.
+        let ran = run(&["call", "--json", "--url", &server.url, "work"]);
+        let seen = format!("{mode:?} --json: stdout {:?}", ran.stdout);
+        assert_eq!(controls(&ran.stdout), Vec::<char>::new(), "{seen}");
+        let envelope = ran.json();
+        let words = if stream == "stdout" {
+            envelope["result"]["content"][0]["text"].clone()
+        } else {
+            envelope["error"]["message"].clone()
+        };
+        assert!(
+            words.as_str().is_some_and(|words| words.contains(EVIL)),
+            "{seen}"
+        );
+    }
+}
+
+/// `corral mcp call --connect-timeout 2s` against a server in `mode`, and
+/// how long it took.
+fn call_within_2s(mode: Mode) -> (Ran, Duration) {
+    let server = hostile(mode, "");
+    let started = Instant::now();
+    let ran = run(&[
+        "call",
+        "--connect-timeout",
+        "2s",
+        "--url",
+        &server.url,
+        "work",
+    ]);
+    (ran, started.elapsed())
+}
+
+#[test]
+fn connect_timeout_bounds_the_whole_handshake() {
+    // Silent on both steps: given up when --connect-timeout passes, not
+    // after a deadline for each step.
+    let bound = Duration::from_secs(2);
+    let (ran, took) = call_within_2s(Mode::SilentHandshake);
+    assert_eq!(ran.status.code(), Some(125), "stderr: {}", ran.stderr);
+    // The teardown of an HTTP connection with no session: no DELETE to
+    // wait for, nothing but closing the held answers.
+    assert!(
+        took < bound + Duration::from_millis(800),
+        "took {took:?} with --connect-timeout 2s; stderr: {}",
+        ran.stderr
+    );
+    assert!(took >= bound, "took {took:?}: {}", ran.stderr);
+    for part in ["initialize", "deadline", "2.000 s", "server/discover"] {
+        assert!(ran.stderr.contains(part), "{part:?} not in {}", ran.stderr);
+    }
+
+    // Silent on discovery only: reached through initialize within the
+    // same bound, since the probe gets a part of it.
+    let (ran, took) = call_within_2s(Mode::SilentDiscover);
+    assert_eq!(ran.status.code(), Some(0), "stderr: {}", ran.stderr);
+    assert_eq!(ran.stdout, "done\n");
+    assert!(took < bound, "took {took:?}");
+}
+
+#[test]
+fn a_stdio_server_s_standard_error_is_escaped_and_keeps_its_lines() {
+    // The tail of a stdio server's standard error comes with a failed
+    // handshake: its lines stay lines, its escapes are escaped.
+    let script = r"printf '\033]0;PWNED\007\033[2Kfirst\nsecond\n' >&2; exit 1";
+    let ran = run(&["list", "--", "sh", "-c", script]);
+    assert_eq!(ran.status.code(), Some(125), "stderr: {:?}", ran.stderr);
+    assert_eq!(
+        controls(&ran.stderr),
+        Vec::<char>::new(),
+        "{:?}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr
+            .contains("ended with:\n\\u{1b}]0;PWNED\\u{7}\\u{1b}[2Kfirst\nsecond"),
+        "{:?}",
+        ran.stderr
+    );
 }

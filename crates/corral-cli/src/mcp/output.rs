@@ -1,6 +1,11 @@
 //! What `corral mcp call` and `corral mcp list` print: the answer as text,
 //! or one JSON envelope (`--json`, schema in `corral mcp call --help` and
 //! `docs/mcp.md`), and the reason of a failure on standard error.
+//!
+//! Everything a server chose (its error bodies and messages, the `Location`
+//! of a redirect, its version, a tool's text, its standard error) is escaped
+//! for the terminal with [`text`](crate::text) before it is printed; the
+//! `--json` envelope carries it as it came, JSON-escaped.
 
 use std::{
     ffi::OsString,
@@ -18,7 +23,7 @@ use crate::{
         report::{Cleanup, VERSION, tell_leftovers},
     },
     mcp::session::{Done, Failure},
-    text::printable,
+    text::{printable, printable_json, printable_lines},
 };
 
 /// The `--json` envelope of `corral mcp call` and `corral mcp list`.
@@ -105,7 +110,7 @@ pub fn finish(
         Ok(value) => Some(value),
         Err(failure) => {
             let detail = detail(failure);
-            say!("{what}: {}{received}", detail.message);
+            say!("{what}: {}{received}", detail.said);
             if let Some(id) = detail.request_id.clone() {
                 request_id = Some(id);
             }
@@ -132,7 +137,8 @@ pub fn finish(
             cleanup,
             read,
         };
-        serde_json::to_string_pretty(&envelope).unwrap_or_default()
+        let json = serde_json::to_string_pretty(&envelope).unwrap_or_default();
+        printable_json(&json).into_owned()
     } else {
         result.as_ref().map(text).unwrap_or_default()
     };
@@ -170,7 +176,9 @@ fn cleanup(done: &Done, http: bool, final_bound: Duration) -> Cleanup {
 
 /// The envelope's `error` and the request id of a failure.
 struct Detailed {
-    message: String,
+    /// The message as said on standard error: escaped for the terminal,
+    /// the server's standard error (a stdio handshake's) on lines of its own.
+    said: String,
     request_id: Option<Value>,
     error: ErrorDetail,
 }
@@ -183,6 +191,16 @@ fn detail(failure: Failure) -> Detailed {
         written_at: None,
     };
     let mut request_id = None;
+    let said = match &failure {
+        Failure::Connect(ConnectError::Handshake { why, stderr }) if !stderr.trim().is_empty() => {
+            Some(format!(
+                "the MCP handshake failed: {}\nthe server's standard error ended with:\n{}",
+                printable(why),
+                printable_lines(stderr.trim_end())
+            ))
+        }
+        _ => None,
+    };
     error.message = match failure {
         Failure::Setup(cause) => format!("{cause:#}"),
         Failure::Connect(cause) => format!("{:#}", anyhow::Error::new(cause)),
@@ -209,15 +227,17 @@ fn detail(failure: Failure) -> Detailed {
             message
         }
     };
+    let said = said.unwrap_or_else(|| printable(&error.message).into_owned());
     Detailed {
-        message: error.message.clone(),
+        said,
         request_id,
         error,
     }
 }
 
-/// The text of a tool's result: its text blocks joined by newlines, or its
-/// `structuredContent` as JSON if it has none.
+/// The text of a tool's result: its text blocks joined by newlines (escaped
+/// for the terminal, newlines and tabs kept), or its `structuredContent` as
+/// JSON if it has none.
 pub fn call_text(result: &Value) -> String {
     let texts: Vec<&str> = result["content"]
         .as_array()
@@ -230,9 +250,9 @@ pub fn call_text(result: &Value) -> String {
     if texts.is_empty()
         && let Some(structured) = result.get("structuredContent")
     {
-        return structured.to_string();
+        return printable_json(&structured.to_string()).into_owned();
     }
-    texts.join("\n")
+    printable_lines(&texts.join("\n")).into_owned()
 }
 
 /// The tools, one per line: the name, two spaces or more, the first line

@@ -13,8 +13,8 @@ use std::{future::Future, sync::Arc, time::Duration};
 
 use corral::{Signal, host::SignalWatch};
 use corral_mcp::client::{
-    CallError, CallOptions, ConnectError, ConnectOptions, Connection, HttpOptions, RequestId,
-    Teardown,
+    CallError, CallOptions, ConnectError, ConnectOptions, Connection, DEFAULT_DISCOVER_TIMEOUT,
+    HttpOptions, RequestId, Teardown,
 };
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
@@ -187,7 +187,11 @@ fn server_command(command: &[std::ffi::OsString], tree: &ServerTreeArgs) -> corr
 fn connect_options(args: &ClientArgs, cancel: CancellationToken) -> ConnectOptions {
     let mut options = ConnectOptions::default();
     if let Some(limit) = args.connect_timeout {
-        options.discover_timeout = limit;
+        // The limit bounds the whole handshake; the discovery probe gets a
+        // quarter of it, so a server silent on it is still reached through
+        // initialize, which gets what is left.
+        options.handshake_timeout = Some(limit);
+        options.discover_timeout = (limit / 4).min(DEFAULT_DISCOVER_TIMEOUT);
         options.initialize_timeout = limit;
     }
     options.close_grace = args.tree.close_grace;

@@ -1,4 +1,8 @@
-//! The handshake, for both protocol eras, each step under its own deadline.
+//! The handshake, for both protocol eras, each step under its own deadline
+//! and both under the handshake's (`ConnectOptions::handshake_timeout`), if
+//! set: a step gets the lesser of its own deadline and what is left of the
+//! handshake's, so a server silent on both steps is given up when the
+//! handshake's deadline passes, not after the sum of the steps'.
 //!
 //! 1. `server/discover` (2026-07-28), unless the caller knows the server is
 //!    legacy. A discovery result that offers a version this client speaks
@@ -11,7 +15,10 @@
 //!    connection that ended (or a request that could not be written) fails
 //!    the handshake at this step.
 
-use std::sync::Arc;
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use rmcp::model::{
     DiscoverResult, Implementation, InitializeResult, ProtocolVersion, ServerCapabilities,
@@ -67,6 +74,7 @@ pub(crate) async fn handshake(
     options: &ConnectOptions,
 ) -> Result<PeerInfo, String> {
     let client_info = json!({"name": options.client_name, "version": options.client_version});
+    let deadline = Deadline::new(options.handshake_timeout);
     if !options.legacy_only {
         let mut meta = Map::new();
         meta.insert(
@@ -82,7 +90,7 @@ pub(crate) async fn handshake(
             json!({}),
         );
         let params = json!({"_meta": Value::Object(meta.clone())});
-        let step = CallOptions::timeout(options.discover_timeout);
+        let step = CallOptions::timeout(deadline.cut(options.discover_timeout));
         match core.request("server/discover", Some(params), &step).await {
             Ok(result) => match modern(result) {
                 Ok(peer) => {
@@ -108,11 +116,32 @@ pub(crate) async fn handshake(
         "capabilities": {},
         "clientInfo": client_info,
     });
-    let step = CallOptions::timeout(options.initialize_timeout);
+    let own = deadline.cut(options.initialize_timeout);
+    if own.is_zero() {
+        return Err(format!(
+            "initialize: not sent: the handshake's deadline ({}) passed during server/discover",
+            deadline.said()
+        ));
+    }
+    let step = CallOptions::timeout(own);
+    let asked = Instant::now();
     let result = core
         .request("initialize", Some(params), &step)
         .await
-        .map_err(|error| format!("initialize: {error}"))?;
+        .map_err(|error| match error {
+            CallError::OutcomeUnknown { .. }
+                if deadline.is_set() && core.ended().is_none() && asked.elapsed() >= own =>
+            {
+                format!(
+                    "initialize: no answer within {}: the handshake's deadline of {} passed \
+                     (server/discover and initialize share it; server/discover used {})",
+                    secs(own),
+                    deadline.said(),
+                    secs(asked.duration_since(deadline.started))
+                )
+            }
+            error => format!("initialize: {error}"),
+        })?;
     let result: InitializeResult = serde_json::from_value(result)
         .map_err(|error| format!("initialize: the answer is not an initialize result ({error})"))?;
     if !LEGACY_VERSIONS.contains(&result.protocol_version.as_str()) {
@@ -136,6 +165,42 @@ pub(crate) async fn handshake(
         capabilities: result.capabilities,
         instructions: result.instructions,
     })
+}
+
+/// The handshake's deadline, when it has one.
+struct Deadline {
+    started: Instant,
+    whole: Option<Duration>,
+}
+
+impl Deadline {
+    fn new(whole: Option<Duration>) -> Self {
+        Self {
+            started: Instant::now(),
+            whole,
+        }
+    }
+
+    /// A step's own deadline `own`, cut to what is left of the handshake's.
+    fn cut(&self, own: Duration) -> Duration {
+        self.whole.map_or(own, |whole| {
+            own.min(whole.saturating_sub(self.started.elapsed()))
+        })
+    }
+
+    fn is_set(&self) -> bool {
+        self.whole.is_some()
+    }
+
+    /// The whole deadline, for messages.
+    fn said(&self) -> String {
+        self.whole.map_or_else(|| "none".into(), secs)
+    }
+}
+
+/// A duration in seconds, for messages.
+fn secs(duration: Duration) -> String {
+    format!("{:.3} s", duration.as_secs_f64())
 }
 
 /// A discovery result this client can use, or why not.

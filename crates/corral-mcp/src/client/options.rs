@@ -31,6 +31,9 @@ pub struct ConnectOptions {
     pub discover_timeout: Duration,
     /// Deadline of the legacy `initialize` (and of nothing else).
     pub initialize_timeout: Duration,
+    /// Deadline of the whole handshake, both steps: each step's own deadline
+    /// is cut to what is left of it. `None`: the steps' deadlines only.
+    pub handshake_timeout: Option<Duration>,
     /// Skip the `server/discover` probe and speak `initialize` at once (for
     /// servers known to be legacy).
     pub legacy_only: bool,
@@ -64,6 +67,7 @@ impl Default for ConnectOptions {
         Self {
             discover_timeout: DEFAULT_DISCOVER_TIMEOUT,
             initialize_timeout: DEFAULT_INITIALIZE_TIMEOUT,
+            handshake_timeout: None,
             legacy_only: false,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             queue: DEFAULT_QUEUE,

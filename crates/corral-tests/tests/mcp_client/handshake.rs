@@ -1,7 +1,7 @@
 //! The handshake speaks both eras: `server/discover` first, `initialize`
 //! after any error (not one code), a wrong answer or silence.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use corral_mcp::client::{CallOptions, Connection, Era};
 
@@ -69,6 +69,36 @@ async fn a_server_silent_on_discover_is_reached_after_the_discover_deadline() {
         .expect("connected");
     assert_eq!(connection.peer().era, Era::Initialize);
     connection.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_handshake_deadline_bounds_both_steps_together() {
+    // Silent on discover, initialize answered only after 20 s: each step's
+    // own deadline would let it connect after 20.3 s; the handshake's
+    // deadline of 1 s ends it, and the error names the step and the share.
+    let files = Files::new("whole-deadline");
+    let mut options = quick();
+    options.discover_timeout = Duration::from_millis(300);
+    options.initialize_timeout = Duration::from_secs(20);
+    options.handshake_timeout = Some(Duration::from_secs(1));
+    let started = Instant::now();
+    let error = Connection::spawn(
+        files.command(&["--discover-silent", "--handshake-delay-ms", "20000"]),
+        options,
+    )
+    .await
+    .expect_err("the handshake's deadline passes");
+    let took = started.elapsed();
+    let text = error.to_string();
+    for part in [
+        "initialize: no answer within 0.",
+        "the handshake's deadline of 1.000 s passed",
+        "server/discover used 0.3",
+    ] {
+        assert!(text.contains(part), "{part:?} not in {text}");
+    }
+    // The deadline, then the teardown (close_grace 300 ms at most).
+    assert!(took < Duration::from_secs(3), "took {took:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
