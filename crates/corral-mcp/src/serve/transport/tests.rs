@@ -251,7 +251,11 @@ async fn headers_beyond_64_kib_get_431_and_hold_no_memory() {
     let address = start_two(HttpLimits::default(), &stop).await;
 
     // 300 connections each sending 300 KB of headers that never end: each
-    // is answered 431 or closed, and the server's memory does not hold them.
+    // is answered 431 or closed, and the server's memory does not hold them
+    // (the bound on memory is the check: without the header limits the
+    // connections are still ended, by the first-request deadline, but the
+    // 90 MB are held until then; the wait below only bounds the test, and
+    // no time is asserted, this machine being shared).
     let before = peak_kib();
     let fill: Arc<[u8]> = format!(
         "POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Fill: {}",
@@ -267,7 +271,7 @@ async fn headers_beyond_64_kib_get_431_and_hold_no_memory() {
                 .await
                 .expect("connect");
             let _ = stream.write_all(&fill).await;
-            let (ended, answer) = read_for(&mut stream, Duration::from_secs(2)).await;
+            let (ended, answer) = read_for(&mut stream, Duration::from_secs(30)).await;
             (stream, ended, answer)
         });
     }
