@@ -767,8 +767,10 @@ fn connect_timeout_bounds_the_whole_handshake() {
 #[test]
 fn a_stdio_server_s_standard_error_is_escaped_and_keeps_its_lines() {
     // The tail of a stdio server's standard error comes with a failed
-    // handshake: its lines stay lines, its escapes are escaped.
-    let script = r"printf '\033]0;PWNED\007\033[2Kfirst\nsecond\n' >&2; exit 1";
+    // handshake: its lines stay lines, its escapes are escaped. 60 KB
+    // before it take many reads, each of which must come before the end of
+    // the server's output is taken (they are ready together once it exits).
+    let script = r"yes xxxxxxxxx | head -c 61440 >&2; printf '\033]0;PWNED\007\033[2Kfirst\nsecond\n' >&2; exit 1";
     let ran = run(&["list", "--", "sh", "-c", script]);
     assert_eq!(ran.status.code(), Some(125), "stderr: {:?}", ran.stderr);
     assert_eq!(
@@ -777,9 +779,10 @@ fn a_stdio_server_s_standard_error_is_escaped_and_keeps_its_lines() {
         "{:?}",
         ran.stderr
     );
+    assert!(ran.stderr.contains("ended with:\nxxx"), "{:?}", ran.stderr);
     assert!(
         ran.stderr
-            .contains("ended with:\n\\u{1b}]0;PWNED\\u{7}\\u{1b}[2Kfirst\nsecond"),
+            .ends_with("xxxxxxxxx\n\\u{1b}]0;PWNED\\u{7}\\u{1b}[2Kfirst\nsecond\n"),
         "{:?}",
         ran.stderr
     );

@@ -108,6 +108,15 @@ where
     let mut err_buf = vec![0u8; 4096];
     loop {
         tokio::select! {
+            // Standard error first: what a server wrote there before it
+            // exited is read before the end of its output ends the loop
+            // (both are ready at once; in random order the tail was lost).
+            // A server that floods it delays only its own answers.
+            biased;
+            read = read_some(stderr.as_mut(), &mut err_buf) => match read {
+                Some(read) if read > 0 => lock(&core.stderr).push(&err_buf[..read]),
+                _ => stderr = None,
+            },
             read = input.read_buf(framer.read_buffer()) => {
                 let eof = match read {
                     Ok(read) => read == 0,
@@ -124,10 +133,6 @@ where
                     return ReaderEnd::Eof;
                 }
             }
-            read = read_some(stderr.as_mut(), &mut err_buf) => match read {
-                Some(read) if read > 0 => lock(&core.stderr).push(&err_buf[..read]),
-                _ => stderr = None,
-            },
         }
     }
 }
