@@ -277,15 +277,16 @@ fn a_flood_without_the_token_locks_no_client_out() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    // A client with the token: every call of a 10 s window answered, each
-    // within 2 s.
+    // A client with the token: each of 40 calls answered. Locked out, a
+    // call is never answered (its connection waits in the listen queue, or
+    // is closed as the oldest): 10 s tells that apart from a slow answer
+    // on a shared machine, where a latency bound would measure the load.
     let call = server.call(&["echo", "through"], &server.token);
     let mut failures = Vec::new();
-    let window = Instant::now();
     let mut calls = 0;
-    while window.elapsed() < Duration::from_secs(10) {
+    while calls < 40 && failures.len() < 3 {
         calls += 1;
-        match ask(&server, &call, Duration::from_secs(2)) {
+        match ask(&server, &call, Duration::from_secs(10)) {
             Ok(answer) if answer.starts_with("HTTP/1.1 200") && answer.contains("through") => {}
             Ok(answer) => failures.push(format!(
                 "call {calls}: {}",
