@@ -723,13 +723,13 @@ fn what_the_server_says_reaches_the_terminal_escaped() {
 
 /// `corral mcp call --connect-timeout 2s` against a server in `mode`, and
 /// how long it took.
-fn call_within_2s(mode: Mode) -> (Ran, Duration) {
+fn call_with_a_6s_connect_timeout(mode: Mode) -> (Ran, Duration) {
     let server = hostile(mode, "");
     let started = Instant::now();
     let ran = run(&[
         "call",
         "--connect-timeout",
-        "2s",
+        "6s",
         "--url",
         &server.url,
         "work",
@@ -740,25 +740,27 @@ fn call_within_2s(mode: Mode) -> (Ran, Duration) {
 #[test]
 fn connect_timeout_bounds_the_whole_handshake() {
     // Silent on both steps: given up when --connect-timeout passes, not
-    // after a deadline for each step.
-    let bound = Duration::from_secs(2);
-    let (ran, took) = call_within_2s(Mode::SilentHandshake);
+    // after a deadline for each step (which took twice the bound). The
+    // slack is half the bound: this machine is shared, and a deadline per
+    // step still falls outside it.
+    let bound = Duration::from_secs(6);
+    let (ran, took) = call_with_a_6s_connect_timeout(Mode::SilentHandshake);
     assert_eq!(ran.status.code(), Some(125), "stderr: {}", ran.stderr);
     // The teardown of an HTTP connection with no session: no DELETE to
     // wait for, nothing but closing the held answers.
     assert!(
-        took < bound + Duration::from_millis(800),
-        "took {took:?} with --connect-timeout 2s; stderr: {}",
+        took < bound + bound / 2,
+        "took {took:?} with --connect-timeout 6s; stderr: {}",
         ran.stderr
     );
     assert!(took >= bound, "took {took:?}: {}", ran.stderr);
-    for part in ["initialize", "deadline", "2.000 s", "server/discover"] {
+    for part in ["initialize", "deadline", "6.000 s", "server/discover"] {
         assert!(ran.stderr.contains(part), "{part:?} not in {}", ran.stderr);
     }
 
     // Silent on discovery only: reached through initialize within the
     // same bound, since the probe gets a part of it.
-    let (ran, took) = call_within_2s(Mode::SilentDiscover);
+    let (ran, took) = call_with_a_6s_connect_timeout(Mode::SilentDiscover);
     assert_eq!(ran.status.code(), Some(0), "stderr: {}", ran.stderr);
     assert_eq!(ran.stdout, "done\n");
     assert!(took < bound, "took {took:?}");
