@@ -407,8 +407,10 @@ pub struct ServeArgs {
     /// (trimmed), and the client is named by the file's name without its
     /// extension (alice.token: alice). Repeatable, one file per client: each
     /// client sees and controls only the background runs it started. The
-    /// file must be a regular file (not a symlink), owned by the user the
-    /// server runs as (or root), closed to group and others (chmod 600).
+    /// file must be a regular file (not a symlink) with one name, owned by
+    /// the user the server runs as (or root), closed to group and others
+    /// (chmod 600), in directories (up to /) that only that user or root
+    /// can change (or sticky, like /tmp).
     /// Default: one random token, printed on stderr.
     #[arg(long = "token-file", value_name = "FILE", requires = "http")]
     pub token_files: Vec<PathBuf>,
@@ -457,7 +459,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "BACKEND", default_value = "auto", value_parser = clap::value_parser!(BackendChoice))]
     pub backend: BackendChoice,
 
-    /// Append one JSON line per run to this file.
+    /// Append one JSON line per run to this file (created with mode 600).
+    /// Like a --token-file: a regular file (not a symlink) with one name,
+    /// owned by the user the server runs as (or root), closed to group and
+    /// others (records hold command lines), in directories that only that
+    /// user or root can change (or sticky).
     #[arg(long, value_name = "FILE")]
     pub audit: Option<PathBuf>,
 
@@ -465,7 +471,10 @@ pub struct ServeArgs {
     /// (names from /etc/passwd and /etc/group, or numbers), and no
     /// supplementary groups. Root only. Under root, such a command cannot
     /// move itself out of its leaf cgroup; without --user, a root server
-    /// runs every command as root (it warns at start-up).
+    /// runs every command as root (it warns at start-up). Give the runs an
+    /// account of their own (useradd --system --no-create-home corral-run,
+    /// then --user corral-run), not nobody: whatever else runs as nobody
+    /// could read, signal or trace the runs (it warns at start-up).
     #[arg(short, long, value_name = "USER[:GROUP]")]
     pub user: Option<String>,
 

@@ -57,8 +57,8 @@ fn resolve_in(spec: &str, passwd: &str, group: &str) -> Result<Ids, String> {
     };
     if user.is_empty() || group_name == Some("") {
         return Err(format!(
-            "--user {spec:?}: give USER or USER:GROUP, names or numbers, e.g. --user nobody \
-             or --user 65534:65534"
+            "--user {spec:?}: give USER or USER:GROUP, names or numbers, e.g. --user \
+             corral-run or --user 999:999"
         ));
     }
     // name:x:uid:gid:...
@@ -81,7 +81,7 @@ fn resolve_in(spec: &str, passwd: &str, group: &str) -> Result<Ids, String> {
                 .ok_or_else(|| {
                     format!(
                         "unknown user {user:?} (not in /etc/passwd): give an existing user \
-                         name or a numeric uid with its group, e.g. --user 65534:65534"
+                         name or a numeric uid with its group, e.g. --user 999:999"
                     )
                 })?;
             (uid, Some(gid))

@@ -716,6 +716,27 @@ fn refused_within(args: &[&str], bound: Duration) -> (Option<i32>, String) {
     (status.code(), stderr)
 }
 
+/// `corral mcp serve --http 127.0.0.1:0 --token-file PATH...`, which must
+/// refuse to start within 10 s with status 125: its stderr.
+fn token_file_refused(paths: &[&Path]) -> String {
+    let mut args = vec!["--http", "127.0.0.1:0"];
+    for path in paths {
+        args.extend(["--token-file", path.to_str().expect("UTF-8")]);
+    }
+    let (code, stderr) = refused_within(&args, Duration::from_secs(10));
+    assert_eq!(code, Some(125), "{stderr}");
+    stderr
+}
+
+/// `corral mcp serve --audit PATH`, which must refuse to start within 10 s
+/// with status 125: its stderr.
+fn audit_file_refused(path: &Path) -> String {
+    let path = path.to_str().expect("UTF-8");
+    let (code, stderr) = refused_within(&["--audit", path], Duration::from_secs(10));
+    assert_eq!(code, Some(125), "{stderr}");
+    stderr
+}
+
 /// A scratch directory anyone may write in (mode 1777, like /tmp).
 fn shared_dir(name: &str) -> Scratch {
     let scratch = Scratch::new(name);
@@ -738,27 +759,18 @@ const NOBODY: u32 = 65534;
 /// commands as root with it.
 #[test]
 fn a_token_file_another_user_wrote_is_refused_by_a_root_server() {
-    use std::os::unix::process::CommandExt as _;
     if !corral_tests::is_root() {
         corral_tests::skipped("a token file of another user needs root to plant");
         return;
     }
     let scratch = shared_dir("serve-foreign-token");
     let token_file = scratch.path("corral-token");
-    let wrote = Command::new("/bin/sh")
-        .args(["-c", "umask 077; echo known > \"$1\"", "sh"])
-        .arg(&token_file)
-        .uid(NOBODY)
-        .gid(NOBODY)
-        .status()
-        .expect("running sh as nobody");
-    assert!(wrote.success(), "nobody wrote its token file");
-    let path = token_file.to_str().expect("UTF-8");
-    let (code, stderr) = refused_within(
-        &["--http", "127.0.0.1:0", "--token-file", path],
-        Duration::from_secs(10),
+    assert!(
+        as_nobody("umask 077; echo known > \"$1\"", &[&token_file]),
+        "nobody wrote its token file"
     );
-    assert_eq!(code, Some(125), "{stderr}");
+    let stderr = token_file_refused(&[&token_file]);
+    let path = token_file.to_str().expect("UTF-8");
     for part in [
         path,
         "owned by nobody (uid 65534)",
@@ -783,12 +795,7 @@ fn a_fifo_as_the_token_file_is_refused_at_once() {
         0,
     )
     .expect("mkfifo");
-    let path = fifo.to_str().expect("UTF-8");
-    let (code, stderr) = refused_within(
-        &["--http", "127.0.0.1:0", "--token-file", path],
-        Duration::from_secs(10),
-    );
-    assert_eq!(code, Some(125), "{stderr}");
+    let stderr = token_file_refused(&[&fifo]);
     assert!(stderr.contains("not a regular file (a FIFO)"), "{stderr}");
 }
 
@@ -801,21 +808,210 @@ fn a_symlink_to_a_token_file_is_refused_and_the_file_itself_served() {
     own_token(&good, "good-token-5678\n");
     let link = scratch.path("link.token");
     std::os::unix::fs::symlink(&good, &link).expect("symlink");
-    let (code, stderr) = refused_within(
-        &[
-            "--http",
-            "127.0.0.1:0",
-            "--token-file",
-            link.to_str().expect("UTF-8"),
-        ],
-        Duration::from_secs(10),
-    );
-    assert_eq!(code, Some(125), "{stderr}");
+    let stderr = token_file_refused(&[&link]);
     assert!(stderr.contains("a symbolic link"), "{stderr}");
     let server = HttpServer::start(&["--token-file", good.to_str().expect("UTF-8")]);
     let (status, head) = raw_post(&server, &[("Authorization", "Bearer good-token-5678")]);
     assert_eq!(status, 200, "{head}");
     assert_eq!(server.stop().code(), Some(0));
+}
+
+/// Runs `sh -c SCRIPT sh ARGS...` as `nobody`; true when it succeeded.
+fn as_nobody(script: &str, args: &[&Path]) -> bool {
+    use std::os::unix::process::CommandExt as _;
+    Command::new("/bin/sh")
+        .args(["-c", script, "sh"])
+        .args(args)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .status()
+        .expect("running sh as nobody")
+        .success()
+}
+
+/// Whoever can change the token files' directory decides which client a
+/// token names: root's `alice.token` and `bob.token` in a directory owned
+/// by `nobody` (which could swap them) are refused, naming the directory.
+/// So is a directory above the file that `nobody` owns, and one writable by
+/// group without the sticky bit.
+#[test]
+fn a_token_file_in_a_directory_another_user_can_change_is_refused() {
+    if !corral_tests::is_root() {
+        corral_tests::skipped("a directory of another user needs root to make");
+        return;
+    }
+    let scratch = shared_dir("serve-foreign-dir");
+    let theirs = scratch.path("theirs");
+    assert!(
+        as_nobody("mkdir -m 755 \"$1\"", &[&theirs]),
+        "nobody made its directory"
+    );
+    let (alice, bob) = (theirs.join("alice.token"), theirs.join("bob.token"));
+    own_token(&alice, "alice-token-0123456789\n");
+    own_token(&bob, "bob-token-9876543210\n");
+    let shown = theirs.to_str().expect("UTF-8");
+    let stderr = token_file_refused(&[&alice, &bob]);
+    for part in [
+        &format!("in the directory {shown}, owned by nobody (uid 65534)"),
+        "mkdir -m 700",
+    ] {
+        assert!(stderr.contains(part), "no {part:?} in: {stderr}");
+    }
+    // A directory of root's inside nobody's: nobody can swap it whole.
+    let inner = theirs.join("root-owned");
+    std::fs::create_dir(&inner).expect("mkdir");
+    let token = inner.join("carol.token");
+    own_token(&token, "carol-token-0123456789\n");
+    let stderr = token_file_refused(&[&token]);
+    assert!(
+        stderr.contains(&format!("in the directory {shown}, owned by nobody")),
+        "{stderr}"
+    );
+    // root's own directory, open to its group without the sticky bit.
+    let shared = scratch.path("group-writable");
+    std::fs::create_dir(&shared).expect("mkdir");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o775)).expect("chmod");
+    let token = shared.join("dave.token");
+    own_token(&token, "dave-token-0123456789\n");
+    let stderr = token_file_refused(&[&token]);
+    let shown = shared.to_str().expect("UTF-8");
+    for part in [
+        &format!("in the directory {shown} (owned by root (uid 0), mode 775)"),
+        &format!("chmod go-w {shown}"),
+    ] {
+        assert!(stderr.contains(part), "no {part:?} in: {stderr}");
+    }
+    // Made private, the same directory serves.
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let server = HttpServer::start(&["--token-file", token.to_str().expect("UTF-8")]);
+    let (status, head) = raw_post(
+        &server,
+        &[("Authorization", "Bearer dave-token-0123456789")],
+    );
+    assert_eq!(status, 200, "{head}");
+    assert_eq!(server.stop().code(), Some(0));
+}
+
+/// A token file with a second name (a hard link) is refused: the other name
+/// may sit in a directory another user can change.
+#[test]
+fn a_hard_linked_token_file_is_refused() {
+    let scratch = Scratch::new("serve-linked-token");
+    let token = scratch.path("erin.token");
+    own_token(&token, "erin-token-0123456789\n");
+    std::fs::hard_link(&token, scratch.path("other-name")).expect("link");
+    let stderr = token_file_refused(&[&token]);
+    assert!(stderr.contains("2 names for one file"), "{stderr}");
+}
+
+/// An audit log `nobody` made first (mode 666, in a directory anyone may
+/// write in, like /tmp) would let `nobody` read every record, secrets in
+/// `argv` too, and rewrite them: a root server refuses it, names its owner,
+/// mode and the fix, and writes nothing into it.
+#[test]
+fn an_audit_file_another_user_made_is_refused() {
+    if !corral_tests::is_root() {
+        corral_tests::skipped("an audit file of another user needs root to plant");
+        return;
+    }
+    let scratch = shared_dir("serve-foreign-audit");
+    let audit = scratch.path("audit.jsonl");
+    assert!(
+        as_nobody("umask 0; : > \"$1\"", &[&audit]),
+        "nobody made the audit file"
+    );
+    let stderr = audit_file_refused(&audit);
+    let path = audit.to_str().expect("UTF-8");
+    for part in [
+        format!("--audit {path}: owned by nobody (uid 65534) (mode 666)").as_str(),
+        "chown root",
+        "chmod 600",
+    ] {
+        assert!(stderr.contains(part), "no {part:?} in: {stderr}");
+    }
+    assert_eq!(std::fs::read(&audit).expect("read").len(), 0, "written to");
+}
+
+/// Audit records hold command lines, secrets in `argv` too: an audit file
+/// of the server's own that group or others may read is refused, with the
+/// fix, and nothing is written into it.
+#[test]
+fn an_audit_file_others_can_read_is_refused() {
+    let scratch = Scratch::new("serve-open-audit");
+    let audit = scratch.path("audit.jsonl");
+    std::fs::write(&audit, "").expect("write");
+    std::fs::set_permissions(&audit, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    let stderr = audit_file_refused(&audit);
+    let path = audit.to_str().expect("UTF-8");
+    assert!(
+        stderr.contains(&format!("--audit {path}: open to group or others")),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("chmod 600 {path}")), "{stderr}");
+    assert_eq!(std::fs::read(&audit).expect("read").len(), 0, "written to");
+}
+
+/// `nobody`'s symlink from the audit path to root's private file: a root
+/// server refuses it and the file it names is untouched.
+#[test]
+fn a_symlink_as_the_audit_file_is_refused_and_its_target_untouched() {
+    if !corral_tests::is_root() {
+        corral_tests::skipped("a victim file of root's needs root");
+        return;
+    }
+    let private = Scratch::new("serve-audit-victim");
+    let victim = private.path("victim");
+    own_token(&victim, "root's own\n");
+    let scratch = shared_dir("serve-link-audit");
+    let link = scratch.path("x.log");
+    assert!(
+        as_nobody("ln -s \"$1\" \"$2\"", &[&victim, &link]),
+        "nobody made the link"
+    );
+    let stderr = audit_file_refused(&link);
+    assert!(stderr.contains("a symbolic link"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("read"),
+        "root's own\n"
+    );
+}
+
+/// The server's own audit file (mode 600) is appended to, its earlier lines
+/// kept; a missing one is made with mode 600.
+#[test]
+fn a_private_audit_file_is_appended_to_and_a_new_one_is_private() {
+    let scratch = Scratch::new("serve-own-audit");
+    let token = scratch.path("frank.token");
+    own_token(&token, "frank-token-0123456789\n");
+    let old = scratch.path("old.jsonl");
+    own_token(&old, "{\"earlier\":true}\n");
+    let new = scratch.path("new.jsonl");
+    for audit in [&old, &new] {
+        let server = HttpServer::start(&[
+            "--token-file",
+            token.to_str().expect("UTF-8"),
+            "--root",
+            scratch.0.to_str().expect("UTF-8"),
+            "--audit",
+            audit.to_str().expect("UTF-8"),
+        ]);
+        let result = call_as(
+            &server,
+            "frank-token-0123456789",
+            "run",
+            &json!({"argv": ["echo", "hi"]}),
+        );
+        assert_eq!(result["isError"], false, "{result:#}");
+        assert_eq!(server.stop().code(), Some(0));
+    }
+    let lines = std::fs::read_to_string(&old).expect("read");
+    let lines: Vec<&str> = lines.lines().collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0], "{\"earlier\":true}");
+    let record: Value = serde_json::from_str(lines[1]).expect("a record");
+    assert_eq!(record["argv"], json!(["echo", "hi"]), "{record}");
+    let mode = std::fs::metadata(&new).expect("stat").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
 }
 
 /// `corral mcp call --url URL` with `token` as the bearer: the tool's result

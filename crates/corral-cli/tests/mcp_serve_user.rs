@@ -1,6 +1,6 @@
 //! `corral mcp serve --user USER[:GROUP]`: every run runs as that user; the
-//! option is refused without root; a root server without it warns at
-//! start-up.
+//! option is refused without root; a root server without it, or with
+//! nobody's uid, warns at start-up.
 
 mod common;
 
@@ -116,7 +116,7 @@ fn serve_user_without_root_is_refused_with_the_fix() {
 }
 
 #[test]
-fn a_root_server_without_user_warns_at_start_up() {
+fn a_root_server_without_user_or_with_nobody_warns_at_start_up() {
     let root = open_scratch("serve-user-warning");
     let root_dir = root.0.to_string_lossy();
     let started = |extra: &[&str]| {
@@ -136,7 +136,21 @@ fn a_root_server_without_user_warns_at_start_up() {
     if is_root() {
         assert_eq!(warned, 1, "{stderr}");
         assert!(stderr.contains("add --user USER"), "{stderr}");
+        assert!(stderr.contains("useradd --system"), "{stderr}");
+        // nobody's uid is shared with whatever else runs as nobody: warned.
         let output = started(&["--user", NOBODY]);
+        let stderr = text(&output.stderr);
+        let warned = stderr
+            .lines()
+            .filter(|line| line.contains("warning: --user 65534 runs every command as nobody"))
+            .count();
+        assert_eq!(warned, 1, "{stderr}");
+        assert!(
+            stderr.contains("useradd --system --no-create-home corral-run"),
+            "{stderr}"
+        );
+        // An account of the runs' own: no warning.
+        let output = started(&["--user", "4242:4242"]);
         assert!(
             !text(&output.stderr).contains("warning"),
             "{}",

@@ -39,6 +39,8 @@
 //!   the relay process's own standard streams.
 //! - [`client::rmcp`]: an `rmcp` transport whose server is an owned tree
 //!   (the swap for rmcp's `TokioChildProcess`).
+//! - [`private_file`]: opening a file only the server's user or root could
+//!   have written (`corral mcp serve`'s token files and audit log).
 //! - [`ending`](Ending): what ended the relay and what it did ([`WrapExit`]),
 //!   plain data at the bottom of the crate.
 
@@ -53,6 +55,7 @@ pub mod inflight;
 pub mod message;
 pub mod notelimit;
 mod options;
+pub mod private_file;
 pub mod relay;
 pub mod serve;
 mod stdio;

@@ -12,11 +12,13 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-use corral_mcp::serve::{
-    CorralServer, Principal, Runner, ServeOptions,
-    transport::{self, Client, HttpAuth},
+use corral_mcp::{
+    private_file::{self, Access},
+    serve::{
+        CorralServer, Principal, Runner, ServeOptions,
+        transport::{self, Client, HttpAuth},
+    },
 };
-use rustix::fs::{FileType, Mode, OFlags};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -28,6 +30,10 @@ use crate::{
         startup,
     },
 };
+
+/// `nobody`'s uid: shared by whatever else runs as `nobody`, so no account
+/// of the runs' own.
+const NOBODY: u32 = 65534;
 
 /// The longest token file read.
 const MAX_TOKEN_FILE: u64 = 4096;
@@ -80,13 +86,21 @@ fn run_as(user: Option<&str>, options: &mut ServeOptions) -> anyhow::Result<()> 
         ),
         Some(spec) => {
             let ids = crate::user::resolve(spec)?;
+            if ids.uid == NOBODY {
+                tell!(
+                    "warning: --user {spec} runs every command as nobody (uid {NOBODY}), a uid \
+                     other services share: any process of theirs can read a run's environment, \
+                     signal or trace it; run them as an account of their own: useradd --system \
+                     --no-create-home corral-run, then --user corral-run"
+                );
+            }
             options.user = Some(ids.uid);
             options.group = Some(ids.gid);
         }
         None if me.is_root() => tell!(
             "warning: running as root without --user: every command runs as root and can \
-             leave its tree's containment; add --user USER (e.g. --user nobody) to run them as \
-             another user"
+             leave its tree's containment; add --user USER to run them as an account of their \
+             own (useradd --system --no-create-home corral-run, then --user corral-run)"
         ),
         None => {}
     }
@@ -221,60 +235,15 @@ fn clients(paths: &[PathBuf]) -> anyhow::Result<Vec<Client>> {
     Ok(clients)
 }
 
-/// The token in `path`: its contents, trimmed. The file is opened without
-/// following a symlink and without blocking (a FIFO cannot hold start-up),
-/// and checked on the opened descriptor: a regular file, owned by this
-/// process's effective user or root (a token another user wrote would let
-/// that user run commands as this one), closed to group and others, at most
-/// [`MAX_TOKEN_FILE`] bytes.
+/// The token in `path`: its contents, trimmed, at most [`MAX_TOKEN_FILE`]
+/// bytes, from a file only this process's effective user or root could
+/// have written, in directories only they can change, and closed to group
+/// and others ([`private_file`]): a token another user wrote, or swapped,
+/// would let that user run commands as this one.
 fn read_token(path: &Path) -> anyhow::Result<String> {
     let shown = path.display();
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let fd = match rustix::fs::open(path, flags | OFlags::NOCTTY, Mode::empty()) {
-        Ok(fd) => fd,
-        Err(rustix::io::Errno::LOOP)
-            if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink()) =>
-        {
-            bail!(
-                "--token-file {shown}: a symbolic link; corral does not follow one to a token \
-                 file (whoever can change the link chooses the token): name the file itself"
-            )
-        }
-        Err(error) => {
-            return Err(io::Error::from(error))
-                .with_context(|| format!("--token-file {shown}: cannot open"));
-        }
-    };
-    let stat =
-        rustix::fs::fstat(&fd).with_context(|| format!("--token-file {shown}: cannot stat"))?;
-    let kind = FileType::from_raw_mode(stat.st_mode);
-    if kind != FileType::RegularFile {
-        bail!(
-            "--token-file {shown}: not a regular file (a {}); write the token into a file",
-            kind_name(kind)
-        );
-    }
-    let mode = stat.st_mode & 0o7777;
-    let (owner, me) = (stat.st_uid, rustix::process::geteuid().as_raw());
-    if owner != me && owner != 0 {
-        let chown = user_name(me).unwrap_or_else(|| me.to_string());
-        bail!(
-            "--token-file {shown}: owned by {} (mode {mode:03o}), and this server runs as {}: \
-             that user could have chosen the token; use a file only this user or root could \
-             have written: write a new token, or check its contents and run \
-             chown {chown} {shown} && chmod 600 {shown}",
-            described(owner),
-            described(me)
-        );
-    }
-    if mode & 0o077 != 0 {
-        bail!(
-            "--token-file {shown}: open to group or others (owned by {}, mode {mode:03o}): \
-             run chmod 600 {shown}",
-            described(owner)
-        );
-    }
-    let file = File::from(fd);
+    let file = private_file::open(path, Access::Read)
+        .map_err(|error| anyhow::anyhow!("--token-file {shown}: {error}"))?;
     let mut text = String::new();
     file.take(MAX_TOKEN_FILE + 1)
         .read_to_string(&mut text)
@@ -293,37 +262,6 @@ fn read_token(path: &Path) -> anyhow::Result<String> {
         );
     }
     Ok(token.to_owned())
-}
-
-/// What a file type is called in an error.
-fn kind_name(kind: FileType) -> &'static str {
-    match kind {
-        FileType::Directory => "directory",
-        FileType::Fifo => "FIFO",
-        FileType::Socket => "socket",
-        FileType::CharacterDevice => "character device",
-        FileType::BlockDevice => "block device",
-        FileType::Symlink => "symbolic link",
-        _ => "special file",
-    }
-}
-
-/// `uid`'s name in `/etc/passwd` (local users only).
-fn user_name(uid: u32) -> Option<String> {
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|line| {
-        let mut fields = line.split(':');
-        let name = fields.next()?;
-        (fields.nth(1)?.parse::<u32>().ok()? == uid).then(|| name.to_owned())
-    })
-}
-
-/// `uid` as an error names it: `name (uid N)`, or `uid N`.
-fn described(uid: u32) -> String {
-    user_name(uid).map_or_else(
-        || format!("uid {uid}"),
-        |name| format!("{name} (uid {uid})"),
-    )
 }
 
 /// 32 random bytes from the kernel, as 64 hex digits.
@@ -347,7 +285,8 @@ async fn serve_until_stopped(
             return Ok(Status::Exited(0));
         }
     };
-    let runner = Runner::new(options)?;
+    // The error's text already ends with its source's: shown once.
+    let runner = Runner::new(options).map_err(|error| anyhow::anyhow!("{error}"))?;
     let server = CorralServer::new(runner.clone());
     let stop = CancellationToken::new();
     let serving = async {

@@ -1,9 +1,8 @@
 //! The audit log: one JSON line per record, appended whole.
 
 use std::{
-    fs::{File, OpenOptions},
+    fs::File,
     io::{self, Write as _},
-    os::unix::fs::OpenOptionsExt as _,
     path::Path,
     sync::Mutex,
 };
@@ -24,14 +23,11 @@ pub(crate) struct Audit {
 }
 
 impl Audit {
-    /// Opens `path` for appending (`O_APPEND`), creating it with mode 0600.
-    /// An existing file keeps its mode.
+    /// Opens `path` for appending (`O_APPEND`), creating it with mode 0600,
+    /// if only this user or root could have written it and nobody else can
+    /// read it (records hold command lines): [`crate::private_file`].
     pub(crate) fn open(path: &Path) -> io::Result<Self> {
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(path)?;
+        let file = crate::private_file::open(path, crate::private_file::Access::Append)?;
         Ok(Self {
             file: Mutex::new(file),
         })

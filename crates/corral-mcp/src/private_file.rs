@@ -1,0 +1,257 @@
+//! Files only the server's own user (or root) could have written: the
+//! `--token-file` files and the `--audit` log.
+//!
+//! A token file chooses who may run commands as the server's user, often
+//! root; the audit log holds every run's command line (secrets in `argv`
+//! too) and is appended to as that user. Either one written, read or
+//! replaced by another local user hands that user the server. So a file is
+//! opened without following a symlink and without blocking, and believed
+//! only when, checked on the opened descriptors, never on paths:
+//! - every directory from the file's up to `/` is owned by the server's
+//!   effective user or root, and writable by group or others only with the
+//!   sticky bit (else another user could rename, swap or replace the file,
+//!   e.g. `alice.token` with `bob.token`);
+//! - the file is a regular file with one name, owned by the server's
+//!   effective user or root, and closed to group and others (mode 600 or
+//!   stricter: a token is a secret, and audit records hold `argv`).
+//!
+//! A refusal is an [`io::Error`] of kind `PermissionDenied` (or the open's
+//! own error) whose text names the file or directory, its owner and mode,
+//! and the fix; the caller puts its option (`--audit FILE: `) in front.
+
+use std::{
+    fs::File,
+    io,
+    os::fd::{AsFd, AsRawFd as _, OwnedFd},
+    path::{Path, PathBuf},
+};
+
+use rustix::fs::{FileType, Mode, OFlags, Stat};
+
+/// How a private file is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read only; the file must exist.
+    Read,
+    /// Write only, appending (`O_APPEND`); created with mode 0600 when
+    /// missing.
+    Append,
+}
+
+/// Opens `path` as [`Access`] says, if only this process's effective user
+/// or root could have written it and nobody else can read it (the module's
+/// rule).
+///
+/// # Errors
+/// The file or a directory above it fails the rule (kind
+/// `PermissionDenied`, the text names it and the fix), or cannot be opened.
+pub fn open(path: &Path, access: Access) -> io::Result<File> {
+    let me = rustix::process::geteuid().as_raw();
+    let name = path.file_name().ok_or_else(|| {
+        refused(format!(
+            "{} names no file; name the file itself",
+            path.display()
+        ))
+    })?;
+    let dir = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let dir = rustix::fs::open(
+        dir,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|error| with_text(error.into(), "cannot open its directory"))?;
+    check_directories(&dir, me)?;
+    let fd = open_in(&dir, name, access)?;
+    check_file(&fd, path, me)?;
+    Ok(File::from(fd))
+}
+
+/// Opens `name` in `dir`. [`Access::Append`] creates a missing file with
+/// `O_EXCL` (a file that turns up meanwhile is opened as it is, and
+/// checked): an `O_CREAT` open of another user's file in a sticky
+/// directory would fail with a bare "permission denied"
+/// (`fs.protected_regular`) instead of naming its owner.
+fn open_in(dir: &OwnedFd, name: &std::ffi::OsStr, access: Access) -> io::Result<OwnedFd> {
+    let flags = match access {
+        Access::Read => OFlags::RDONLY,
+        Access::Append => OFlags::WRONLY | OFlags::APPEND,
+    } | OFlags::NOFOLLOW
+        | OFlags::NONBLOCK
+        | OFlags::CLOEXEC
+        | OFlags::NOCTTY;
+    let mut opened = rustix::fs::openat(dir, name, flags, Mode::empty());
+    if access == Access::Append && matches!(opened, Err(rustix::io::Errno::NOENT)) {
+        let create = flags | OFlags::CREATE | OFlags::EXCL;
+        opened = match rustix::fs::openat(dir, name, create, Mode::from_raw_mode(0o600)) {
+            Err(rustix::io::Errno::EXIST) => rustix::fs::openat(dir, name, flags, Mode::empty()),
+            other => other,
+        };
+    }
+    opened.map_err(|error| {
+        let kind = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+            .map(|stat| FileType::from_raw_mode(stat.st_mode));
+        match kind {
+            Ok(FileType::Symlink) => refused(
+                "a symbolic link; corral does not follow one here (whoever can change the link \
+                 chooses the file): name the file itself"
+                    .to_owned(),
+            ),
+            Ok(kind) if kind != FileType::RegularFile => not_regular(kind),
+            _ => with_text(error.into(), "cannot open"),
+        }
+    })
+}
+
+fn not_regular(kind: FileType) -> io::Error {
+    refused(format!(
+        "not a regular file (a {}); name a regular file",
+        kind_name(kind)
+    ))
+}
+
+/// Checks the directory `dir` and each one above it, by descriptor, up to
+/// the root (the directory that is its own parent).
+fn check_directories(dir: &OwnedFd, me: u32) -> io::Result<()> {
+    let mut stat = fstat(dir)?;
+    check_directory(dir, &stat, me)?;
+    let mut current = rustix::fs::openat(
+        dir,
+        "..",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    loop {
+        let above = fstat(&current)?;
+        if (above.st_dev, above.st_ino) == (stat.st_dev, stat.st_ino) {
+            return Ok(());
+        }
+        check_directory(&current, &above, me)?;
+        let next = rustix::fs::openat(
+            &current,
+            "..",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        (current, stat) = (next, above);
+    }
+}
+
+/// One directory: owned by `me` or root, and writable by group or others
+/// only with the sticky bit.
+fn check_directory(dir: &OwnedFd, stat: &Stat, me: u32) -> io::Result<()> {
+    let mode = stat.st_mode & 0o7777;
+    let owner = stat.st_uid;
+    let shown = where_is(dir);
+    if owner != me && owner != 0 {
+        return Err(refused(format!(
+            "in the directory {shown}, owned by {} (mode {mode:03o}), and this server runs as \
+             {}: that user can rename, swap or replace the file; keep it in a directory only \
+             this user or root can change, e.g. one made by mkdir -m 700",
+            described(owner),
+            described(me)
+        )));
+    }
+    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        return Err(refused(format!(
+            "in the directory {shown} (owned by {}, mode {mode:03o}), writable by group or \
+             others without the sticky bit: they can rename, swap or replace the file; run \
+             chmod go-w {shown}, or keep the file in a directory only this user or root can \
+             change",
+            described(owner)
+        )));
+    }
+    Ok(())
+}
+
+/// The opened file: regular, one name, owned by `me` or root, closed to
+/// group and others.
+fn check_file(fd: &OwnedFd, path: &Path, me: u32) -> io::Result<()> {
+    let shown = path.display();
+    let stat = fstat(fd)?;
+    let kind = FileType::from_raw_mode(stat.st_mode);
+    if kind != FileType::RegularFile {
+        return Err(not_regular(kind));
+    }
+    let mode = stat.st_mode & 0o7777;
+    let owner = stat.st_uid;
+    if owner != me && owner != 0 {
+        let chown = user_name(me).unwrap_or_else(|| me.to_string());
+        return Err(refused(format!(
+            "owned by {} (mode {mode:03o}), and this server runs as {}: that user could have \
+             written it, and may read and rewrite it; use a file only this user or root could \
+             have written: remove it and make a new one, or check its contents and run \
+             chown {chown} {shown} && chmod 600 {shown}",
+            described(owner),
+            described(me)
+        )));
+    }
+    if mode & 0o077 != 0 {
+        return Err(refused(format!(
+            "open to group or others (owned by {}, mode {mode:03o}): run chmod 600 {shown}",
+            described(owner)
+        )));
+    }
+    if stat.st_nlink != 1 {
+        return Err(refused(format!(
+            "{} names for one file (hard links): another name may be in a directory another \
+             user can change; copy it to a file of its own (cp {shown} NEW && rm {shown})",
+            stat.st_nlink
+        )));
+    }
+    Ok(())
+}
+
+fn fstat(fd: impl AsFd) -> io::Result<Stat> {
+    rustix::fs::fstat(fd).map_err(|error| with_text(error.into(), "cannot stat"))
+}
+
+/// Where an open directory is, for an error (`/proc/self/fd/N`).
+fn where_is(dir: &OwnedFd) -> String {
+    std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+        .unwrap_or_else(|_| PathBuf::from("(unknown)"))
+        .display()
+        .to_string()
+}
+
+fn refused(text: String) -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, text)
+}
+
+/// `error` with `what` in front, of the same kind.
+fn with_text(error: io::Error, what: &str) -> io::Error {
+    io::Error::new(error.kind(), format!("{what}: {error}"))
+}
+
+/// What a file type is called in an error.
+fn kind_name(kind: FileType) -> &'static str {
+    match kind {
+        FileType::Directory => "directory",
+        FileType::Fifo => "FIFO",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        FileType::Symlink => "symbolic link",
+        _ => "special file",
+    }
+}
+
+/// `uid`'s name in `/etc/passwd` (local users only).
+pub fn user_name(uid: u32) -> Option<String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        (fields.nth(1)?.parse::<u32>().ok()? == uid).then(|| name.to_owned())
+    })
+}
+
+/// `uid` as an error names it: `name (uid N)`, or `uid N`.
+pub fn described(uid: u32) -> String {
+    user_name(uid).map_or_else(
+        || format!("uid {uid}"),
+        |name| format!("{name} (uid {uid})"),
+    )
+}
