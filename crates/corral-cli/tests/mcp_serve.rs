@@ -329,10 +329,9 @@ fn a_token_file_open_to_others_is_refused_with_125() {
     let token_file = scratch.path("token");
     std::fs::write(&token_file, "secret\n").expect("write token");
     std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-    let path = token_file.to_str().expect("UTF-8");
-    let (code, stderr) = refused(&["--http", "127.0.0.1:0", "--token-file", path]);
-    assert_eq!(code, Some(125), "{stderr}");
+    let stderr = token_file_refused(&[&token_file]);
     assert!(stderr.contains("chmod 600"), "{stderr}");
+    let path = token_file.to_str().expect("UTF-8");
     let (code, stderr) = refused(&["--token-file", path]);
     assert_eq!(code, Some(125), "--token-file without --http: {stderr}");
 }
