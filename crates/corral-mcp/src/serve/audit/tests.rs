@@ -48,6 +48,8 @@ fn creates_the_file_private() {
 fn appends_one_line_per_record_and_keeps_what_was_there() {
     let path = ScratchFile::new();
     fs::write(&path.0, "{\"before\":true}\n").expect("seed");
+    // An audit file must be private (records hold argv).
+    fs::set_permissions(&path.0, fs::Permissions::from_mode(0o600)).expect("chmod 600");
     let audit = Audit::open(&path.0).expect("open");
     audit
         .append(&json!({"tool": "run", "text": "two\nlines"}))
