@@ -6,8 +6,9 @@ use rmcp::model::{ServerCapabilities, ServerConfig};
 
 use super::*;
 
+/// A handler with no tools (shared with the sessions' tests).
 #[derive(Debug, Clone)]
-struct Bare;
+pub(super) struct Bare;
 
 impl ServerHandler for Bare {
     fn get_info(&self) -> ServerConfig {
@@ -15,9 +16,9 @@ impl ServerHandler for Bare {
     }
 }
 
-const TOKEN: &str = "0123456789abcdef";
+pub(super) const TOKEN: &str = "0123456789abcdef";
 
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+pub(super) const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
 
 /// Starts the HTTP transport on a loopback port; returns its URL.
 async fn start(auth: HttpAuth, stop: &CancellationToken) -> (String, tokio::task::JoinHandle<()>) {

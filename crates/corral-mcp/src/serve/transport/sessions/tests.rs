@@ -3,27 +3,13 @@
 
 use std::time::{Duration, Instant};
 
-use rmcp::{
-    ServerHandler,
-    model::{ServerCapabilities, ServerConfig},
-};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::serve::transport::{HttpAuth, HttpLimits, PATH, serve_http_with};
-
-#[derive(Debug, Clone)]
-struct Bare;
-
-impl ServerHandler for Bare {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-    }
-}
-
-const TOKEN: &str = "0123456789abcdef";
-
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+use crate::serve::transport::{
+    HttpAuth, HttpLimits, PATH, serve_http_with,
+    tests::{Bare, INITIALIZE, TOKEN},
+};
 
 const PING: &str = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
 
@@ -44,15 +30,7 @@ async fn post(url: &str, body: &'static str, session: Option<&str>) -> reqwest::
 
 /// A new session's id; the `initialize` answer read whole.
 async fn initialize(url: &str) -> Result<String, (u16, String)> {
-    let response = post(url, INITIALIZE, None).await;
-    let status = response.status().as_u16();
-    let id = response
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|id| id.to_str().ok())
-        .map(str::to_owned);
-    let text = response.text().await.unwrap_or_default();
-    id.filter(|_| status == 200).ok_or((status, text))
+    initialize_as(url, TOKEN).await
 }
 
 #[tokio::test]
