@@ -1234,3 +1234,55 @@ fn run_ids_are_unguessable() {
     assert!(differing >= 8, "{ids:?} differ in only {differing} places");
     assert_eq!(server.stop().code(), Some(0));
 }
+
+/// A symbolic link in another user's directory, pointing at a directory of
+/// root's, chooses the file: refused for a token file and for the audit
+/// log (whose target root's file is left untouched).
+#[test]
+fn a_link_in_a_directory_another_user_can_change_is_refused() {
+    if !corral_tests::is_root() {
+        corral_tests::skipped("a directory of another user needs root to make");
+        return;
+    }
+    let scratch = shared_dir("serve-foreign-link");
+    // root's own directory and files: each would pass on its own.
+    let roots = scratch.path("roots");
+    std::fs::create_dir(&roots).expect("mkdir");
+    let token = roots.join("alice.token");
+    own_token(&token, "alice-token-0123456789\n");
+    let log = roots.join("audit.jsonl");
+    own_token(&log, "{\"before\":true}\n");
+    // nobody's directory, with a link to root's.
+    let theirs = scratch.path("theirs");
+    let link = theirs.join("link");
+    assert!(
+        as_nobody(
+            "mkdir -m 755 \"$1\" && ln -s \"$2\" \"$3\"",
+            &[&theirs, &roots, &link]
+        ),
+        "nobody made its directory and link"
+    );
+    let shown = theirs.to_str().expect("UTF-8");
+    let stderr = token_file_refused(&[&link.join("alice.token")]);
+    assert!(
+        stderr.contains(&format!("in the directory {shown}, owned by nobody")),
+        "{stderr}"
+    );
+    let stderr = audit_file_refused(&link.join("audit.jsonl"));
+    assert!(
+        stderr.contains(&format!("in the directory {shown}, owned by nobody")),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&log).expect("read"),
+        "{\"before\":true}\n"
+    );
+    // The same files through root's own names serve.
+    let server = HttpServer::start(&["--token-file", token.to_str().expect("UTF-8")]);
+    let (status, head) = raw_post(
+        &server,
+        &[("Authorization", "Bearer alice-token-0123456789")],
+    );
+    assert_eq!(status, 200, "{head}");
+    assert_eq!(server.stop().code(), Some(0));
+}

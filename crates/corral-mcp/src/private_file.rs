@@ -22,7 +22,10 @@
 use std::{
     fs::File,
     io,
-    os::fd::{AsFd, AsRawFd as _, OwnedFd},
+    os::{
+        fd::{AsFd, AsRawFd as _, OwnedFd},
+        unix::ffi::OsStringExt as _,
+    },
     path::{Path, PathBuf},
 };
 
@@ -57,16 +60,90 @@ pub fn open(path: &Path, access: Access) -> io::Result<File> {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
     };
-    let dir = rustix::fs::open(
-        dir,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|error| with_text(error.into(), "cannot open its directory"))?;
+    let dir = open_directory(dir, me)?;
     check_directories(&dir, me)?;
     let fd = open_in(&dir, name, access)?;
     check_file(&fd, path, me)?;
     Ok(File::from(fd))
+}
+
+/// The most symbolic links one path may pass through (the kernel's own
+/// limit).
+const MAX_LINKS: usize = 40;
+
+/// Opens the directory `path` one name at a time, each from the directory
+/// before it by descriptor, and checks every directory it passes through
+/// (the module's rule). A symbolic link is followed only once the
+/// directory that holds it has passed: a link in another user's directory
+/// could point anywhere (at a file only root may write, say), and its
+/// target's own directories would all be root's.
+fn open_directory(path: &Path, me: u32) -> io::Result<OwnedFd> {
+    let cannot = |error: rustix::io::Errno| with_text(error.into(), "cannot open its directory");
+    let start = |absolute: bool| -> io::Result<OwnedFd> {
+        let dir = rustix::fs::open(
+            if absolute { "/" } else { "." },
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(cannot)?;
+        check_directory(&dir, &fstat(&dir)?, me)?;
+        Ok(dir)
+    };
+    let mut current = start(path.is_absolute())?;
+    let mut left = names(path);
+    let mut links = 0;
+    while let Some(name) = left.pop_front() {
+        let next = rustix::fs::openat(
+            &current,
+            name.as_os_str(),
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(cannot)?;
+        let stat = fstat(&next)?;
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Directory => {
+                check_directory(&next, &stat, me)?;
+                current = next;
+            }
+            FileType::Symlink => {
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(cannot(rustix::io::Errno::LOOP));
+                }
+                let target = rustix::fs::readlinkat(&current, name.as_os_str(), Vec::new())
+                    .map_err(cannot)?;
+                let target = PathBuf::from(std::ffi::OsString::from_vec(target.into_bytes()));
+                if target.is_absolute() {
+                    current = start(true)?;
+                }
+                for name in names(&target).into_iter().rev() {
+                    left.push_front(name);
+                }
+            }
+            kind => {
+                return Err(refused(format!(
+                    "its path passes through {}, a {}, where a directory must be",
+                    name.display(),
+                    kind_name(kind)
+                )));
+            }
+        }
+    }
+    Ok(current)
+}
+
+/// The names a path passes through, `..` kept (the kernel resolves it
+/// from the directory it is in).
+fn names(path: &Path) -> std::collections::VecDeque<PathBuf> {
+    use std::path::Component;
+    path.components()
+        .filter_map(|part| match part {
+            Component::Normal(name) => Some(PathBuf::from(name)),
+            Component::ParentDir => Some(PathBuf::from("..")),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
+        })
+        .collect()
 }
 
 /// Opens `name` in `dir`. [`Access::Append`] creates a missing file with

@@ -3,7 +3,7 @@
 //! (closed, a reader that went away) drops the lines: logging never ends
 //! corral, and so never its tree.
 
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, Write};
 
 /// The filter of `-v`: the library's and the MCP relay's debug events.
 const VERBOSE: &str = "corral=debug,corral_mcp=debug";
@@ -22,16 +22,25 @@ pub fn init(verbose: bool) {
         // A failed write never reaches the subscriber, whose report of it
         // (`eprintln!` to the same standard error) would panic.
         .with_writer(|| Lossy(io::stderr()))
-        .with_ansi(io::stderr().is_terminal())
+        // No colours: every control character of a line is escaped (below),
+        // the subscriber's own colour codes too.
+        .with_ansi(false)
         .try_init();
 }
 
-/// A writer whose failures are dropped writes.
+/// A writer whose failures are dropped writes, and which escapes every
+/// control character but newlines and tabs: a logged field may hold what an
+/// MCP server or a command said (an error's text, a malformed frame), which
+/// must not reach a terminal as escape sequences. The subscriber writes each
+/// event whole, in one call.
 struct Lossy<W>(W);
 
 impl<W: Write> Write for Lossy<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let _ = self.0.write_all(buf);
+        let text = String::from_utf8_lossy(buf);
+        let _ = self
+            .0
+            .write_all(crate::text::printable_lines(&text).as_bytes());
         Ok(buf.len())
     }
 
@@ -44,6 +53,24 @@ impl<W: Write> Write for Lossy<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_server_said_reaches_the_log_escaped() {
+        let mut written = Vec::new();
+        let mut lossy = Lossy(&mut written);
+        let line =
+            "server/discover: error -32601: no\u{1b}]0;PWN\u{7}\u{1b}[2K\rfake\u{202e}\tok\n";
+        lossy.write_all(line.as_bytes()).expect("written");
+        let written = String::from_utf8(written).expect("UTF-8");
+        assert!(
+            !written
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t' || c == '\u{202e}'),
+            "{written:?}"
+        );
+        assert!(written.ends_with("\tok\n"), "{written:?}");
+        assert!(written.contains("\\u{1b}]0;PWN"), "{written:?}");
+    }
 
     #[test]
     fn a_failed_write_is_dropped() {
