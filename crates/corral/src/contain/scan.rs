@@ -208,12 +208,12 @@ impl Rule {
     }
 
     /// Housekeeping between scans (a subreaper reaps adopted zombies);
-    /// returns how many members were found to have exited since the last
-    /// scan.
-    fn tidy(&self, table: &[Stat], others: &Others) -> usize {
+    /// returns the members found to have exited since the last scan, by
+    /// identity.
+    fn tidy(&self, table: &[Stat], others: &Others) -> Vec<(i32, u64)> {
         match self {
             Rule::Subreaper(rule) => rule.reap_adopted(table, others, &registry::cgroup_of),
-            Rule::Group(_) | Rule::Recorded(_) => 0,
+            Rule::Group(_) | Rule::Recorded(_) => Vec::new(),
         }
     }
 
@@ -239,6 +239,13 @@ pub(crate) struct ScannedTree {
     /// but each hop leaves such a zombie: while they keep coming, the tree is
     /// not empty.
     exited: usize,
+    /// Whether, since the tree was first signalled, a member exited that no
+    /// walk had seen running: the trail of a process that forks and exits
+    /// faster than a walk can name it, so one may have escaped unnamed,
+    /// even if the tree then empties (the hopper ending by itself).
+    hopped: bool,
+    /// Whether the tree was signalled.
+    signalled: bool,
     /// The running members the last scan found.
     last: Vec<(i32, u64)>,
     /// Processes the last scan could not judge yet (see `Rule::undecided`).
@@ -273,6 +280,8 @@ impl ScannedTree {
             killed: HashSet::new(),
             stopped: Box::default(),
             exited: 0,
+            hopped: false,
+            signalled: false,
             last: Vec::new(),
             undecided: 0,
             absorbed: None,
@@ -301,6 +310,7 @@ impl ScannedTree {
     /// of a walk, but each of its steps re-parents to the subreaper and is
     /// caught this way.
     fn scan_signalling(&mut self, signal: Option<Signal>) -> io::Result<(Vec<Stat>, Identities)> {
+        self.signalled |= signal.is_some();
         match self.scan_signalling_holding(signal, true) {
             // Out of descriptors, the walk itself needs the ones the held
             // pidfds take (they only save work): let them go, walk again
@@ -395,7 +405,11 @@ impl ScannedTree {
             Rule::Subreaper(_) => registry::others(live),
             Rule::Group(_) | Rule::Recorded(_) => registry::leaders(),
         };
-        self.exited = self.rule.tidy(table, &others);
+        let reaped = self.rule.tidy(table, &others);
+        self.exited = reaped.len();
+        if self.signalled && reaped.iter().any(|who| !self.known.contains(who)) {
+            self.hopped = true;
+        }
         self.undecided = self.rule.undecided(table, &others);
         let mut members = self.rule.members(table, &others);
         let still_known: Vec<i32> = self
@@ -546,6 +560,7 @@ impl ScannedTree {
     /// trees (see `walker.rs`).
     /// `SIGKILL` goes to a tree stopped first (see [`freeze`](Self::freeze)).
     pub(crate) async fn signal_shared(&mut self, signal: Signal) -> io::Result<usize> {
+        self.signalled = true;
         if signal == Signal::KILL {
             let until = Instant::now() + FREEZE_FOR;
             return Ok(self.freeze_and_kill(until).await?.2);
@@ -837,6 +852,12 @@ impl ScannedTree {
     /// that forks and exits faster than a walk can name it.
     pub(crate) fn members_exiting(&self) -> bool {
         self.exited > 0
+    }
+
+    /// Whether, since the first signal, a member exited that no walk had
+    /// seen running (see `hopped`).
+    pub(crate) fn members_hopped(&self) -> bool {
+        self.hopped
     }
 
     /// The running members, for the report. Where no scan can be made (out

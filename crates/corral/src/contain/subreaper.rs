@@ -179,15 +179,15 @@ impl Rule {
 
     /// Reaps orphans that have exited, whoever's they were: a zombie is no
     /// tree's member, and only we can reap it. Never another tree's leader,
-    /// whose supervisor wants its status, nor our own (the same). Returns how
-    /// many of the reaped were ours.
+    /// whose supervisor wants its status, nor our own (the same). Returns
+    /// the reaped that were ours, by identity.
     pub(crate) fn reap_adopted(
         &self,
         table: &[Stat],
         others: &Others,
         cgroup_of: CgroupOf<'_>,
-    ) -> usize {
-        let mut reaped = 0;
+    ) -> Vec<(i32, u64)> {
+        let mut reaped = Vec::new();
         let zombies = table
             .iter()
             .filter(|s| !s.is_running() && self.is_orphan(s) && !others.is_leader(s))
@@ -195,7 +195,7 @@ impl Rule {
         for zombie in zombies {
             let ours = !others.claims_with(zombie, cgroup_of);
             match sys::reap(zombie.pid) {
-                Ok(true) if ours => reaped += 1,
+                Ok(true) if ours => reaped.push((zombie.pid, zombie.start_time)),
                 Ok(_) => {}
                 Err(error) => {
                     tracing::debug!(pid = zombie.pid, %error, "reaping an adopted zombie failed");

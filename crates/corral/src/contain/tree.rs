@@ -265,6 +265,16 @@ impl Tree {
         }
     }
 
+    /// Whether, since the first signal, a member exited that no walk had
+    /// seen running (only a scanned tree can tell; see
+    /// `ScannedTree::members_hopped`).
+    pub(crate) fn members_hopped(&self) -> bool {
+        match self {
+            Tree::Cgroup(_) => false,
+            Tree::Scanned(tree) => tree.members_hopped(),
+        }
+    }
+
     /// How many processes the last scan could not tell from the leader of a
     /// tree being spawned by this process at the same time (a subreaper's
     /// orphans as young as that spawn): left alone until it is recorded.

@@ -35,6 +35,9 @@ pub(crate) trait Members {
     fn ending(&self, member: &ProcessInfo) -> Ending;
     /// Whether members were seen exiting that no scan could name.
     fn members_exiting(&self) -> bool;
+    /// Whether, since the first signal, a member exited that no walk had
+    /// seen running.
+    fn members_hopped(&self) -> bool;
     /// Processes that may be members but could not be told yet.
     fn undecided(&self) -> usize;
 }
@@ -62,6 +65,10 @@ impl Members for Tree {
 
     fn members_exiting(&self) -> bool {
         Tree::members_exiting(self)
+    }
+
+    fn members_hopped(&self) -> bool {
+        Tree::members_hopped(self)
     }
 
     fn undecided(&self) -> usize {
@@ -135,8 +142,21 @@ pub(crate) async fn terminate(
             }
         }
     }
+    // A tree that emptied only because what forked and exited faster than a
+    // walk could name it stopped by itself (its time up) still had members
+    // no walk saw: say so, as when the final bound passes.
+    if tree.members_hopped() && !report.notes.iter().any(|note| note.contains(KEPT_FORKING)) {
+        report.notes.push(format!(
+            "{KEPT_FORKING} during the cleanup, faster than a /proc walk can name them (their \
+             exits were seen, never them running): one may have escaped unnamed (the cgroup \
+             backend holds such processes)"
+        ));
+    }
     report.escalated = escalation.escalated();
 }
+
+/// The start of the note that says members may have escaped unnamed.
+const KEPT_FORKING: &str = "members kept forking and exiting";
 
 /// Waits until `tree` is empty or `deadline` passes (see
 /// [`Members::wait_empty`]); a failed wait is noted and sleeps until
@@ -204,12 +224,10 @@ fn give_up(tree: &mut impl Members, report: &mut CleanupReport) {
         report.notes.push(dying_note(&dying));
     }
     if tree.members_exiting() {
-        report.notes.push(
-            "members kept forking and exiting until the final bound, faster than a /proc \
-             walk can name them: one may have escaped unnamed (the cgroup backend holds such \
-             processes)"
-                .to_owned(),
-        );
+        report.notes.push(format!(
+            "{KEPT_FORKING} until the final bound, faster than a /proc walk can name them: one \
+             may have escaped unnamed (the cgroup backend holds such processes)"
+        ));
     }
     let undecided = tree.undecided();
     if undecided > 0 {
@@ -328,6 +346,10 @@ mod tests {
         }
 
         fn members_exiting(&self) -> bool {
+            false
+        }
+
+        fn members_hopped(&self) -> bool {
             false
         }
 
