@@ -208,15 +208,16 @@ impl Registration {
         }
     }
 
-    /// The tree is over. With survivors the ledger record stays, so that
-    /// `corral ps` shows them and `corral reap` can retry.
-    pub(crate) fn finished(&mut self, survivors: bool) {
+    /// The tree is over. With `keep` (survivors, or a leaf left behind) the
+    /// ledger record stays, so that `corral ps` shows it and `corral reap`
+    /// or a later sweep can retry.
+    pub(crate) fn finished(&mut self, keep: bool) {
         if self.watchdog {
             watchdog::forget(&self.record.id);
             self.watchdog = false;
         }
         if self.ledger
-            && !survivors
+            && !keep
             && let Err(error) = ledger::remove(&self.record.id)
         {
             tracing::warn!(id = %self.record.id, %error, "could not remove the ledger record");

@@ -376,6 +376,28 @@ mod tests {
         }
     }
 
+    /// The ledger record of a tree outlives it with survivors, and with a
+    /// leaf an ended tree left behind (its members still exiting at the final
+    /// bound: none survived, but the leaf must still be removed later); never
+    /// for a leaf that released processes keep.
+    #[test]
+    fn a_leaf_left_by_an_ended_tree_keeps_its_record() {
+        use crate::supervise::keeps_record;
+        let clean = report();
+        assert!(!keeps_record(&clean, false));
+        let mut left = report();
+        left.cgroup_left = true;
+        assert!(keeps_record(&left, false));
+        assert!(!keeps_record(&left, true));
+        let mut survived = report();
+        survived.survivors.push(ProcessInfo {
+            pid: 1,
+            start_time: 1,
+            command: String::new(),
+        });
+        assert!(keeps_record(&survived, false));
+    }
+
     const POLICY: Policy = Policy {
         signal: Some(Signal::TERM),
         grace: Duration::from_secs(5),

@@ -465,7 +465,8 @@ impl Supervision {
         report.cleanup_time = triggered.elapsed();
         let leader = self.reap_leader(&mut report);
         self.live = None;
-        self.registration.finished(!report.survivors.is_empty());
+        self.registration
+            .finished(keeps_record(&report, release.is_some()));
         self.finished = true;
 
         // Terminated: the drain reads to end-of-file at once (every writer is
@@ -717,4 +718,14 @@ async fn finish_reader(reader: Option<Reader>, deadline: Instant, limit: usize) 
         Some(reader) => reader.finish(deadline, limit).await,
         None => Captured::default(),
     }
+}
+
+/// Whether a finished tree's ledger record stays: with survivors (for
+/// `corral ps` and `corral reap`), and with a leaf left behind by a tree
+/// that was ended (members still exiting at the final bound are no
+/// survivors, but their leaf outlives the call: the record is what lets a
+/// later sweep or `corral reap` remove it). A leaf kept by released
+/// processes is theirs, and their record would have them killed.
+fn keeps_record(report: &CleanupReport, released: bool) -> bool {
+    !report.survivors.is_empty() || (report.cgroup_left && !released)
 }
