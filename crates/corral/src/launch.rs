@@ -483,24 +483,12 @@ fn environment(command: &Command) -> io::Result<Vec<CString>> {
         .collect()
 }
 
-/// Finds `program` as `execvp` in the child would: a name with a slash is
-/// used as is; otherwise the first executable regular file of that name in
-/// `PATH`, a relative entry (`bin`, or empty for `.`) searched from the
-/// child's working directory `cwd` and kept relative (the child executes it
-/// from there).
 /// Every path `execvp` would try for `program` along `path`, in order
 /// (relative entries kept relative: the child is in its directory by
 /// then); just the program when it names a path.
 fn candidates(program: &OsStr, path: Option<&OsStr>) -> io::Result<Vec<CString>> {
-    let bytes = program.as_bytes();
-    if bytes.is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            "empty program name",
-        ));
-    }
-    if bytes.contains(&b'/') {
-        return Ok(vec![c_string(bytes)?]);
+    if let Some(named) = named_path(program)? {
+        return Ok(vec![named]);
     }
     search_path(path)
         .map(|dir| c_string(dir.join(program).as_os_str().as_bytes()))
@@ -522,7 +510,9 @@ fn search_path(path: Option<&OsStr>) -> impl Iterator<Item = &Path> {
         })
 }
 
-fn resolve(program: &OsStr, path: Option<&OsStr>, cwd: Option<&WorkingDir>) -> io::Result<CString> {
+/// The program as a path when it names one (no `PATH` search), or none;
+/// refused when empty.
+fn named_path(program: &OsStr) -> io::Result<Option<CString>> {
     let bytes = program.as_bytes();
     if bytes.is_empty() {
         return Err(io::Error::new(
@@ -530,8 +520,17 @@ fn resolve(program: &OsStr, path: Option<&OsStr>, cwd: Option<&WorkingDir>) -> i
             "empty program name",
         ));
     }
-    if bytes.contains(&b'/') {
-        return c_string(bytes);
+    bytes.contains(&b'/').then(|| c_string(bytes)).transpose()
+}
+
+/// Finds `program` as `execvp` in the child would: a name with a slash is
+/// used as is; otherwise the first executable regular file of that name in
+/// `PATH`, a relative entry (`bin`, or empty for `.`) searched from the
+/// child's working directory `cwd` and kept relative (the child executes it
+/// from there).
+fn resolve(program: &OsStr, path: Option<&OsStr>, cwd: Option<&WorkingDir>) -> io::Result<CString> {
+    if let Some(named) = named_path(program)? {
+        return Ok(named);
     }
     let mut denied = false;
     for dir in search_path(path) {
