@@ -381,6 +381,91 @@ async fn a_departed_member_forking_in_a_loop_leaves_nothing() {
     }
 }
 
+/// A member that stays in the leaf and forks, in a loop, children that move
+/// themselves out: a child forked after corral's last look at the leaf and
+/// out of it before `cgroup.kill` is linked only to a member the kill ends,
+/// and would run on, orphaned, outside. The leaf is frozen before that look
+/// (`docs/design.md`, "Stop, then look, then kill").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_children_leave_in_a_loop_leaves_nothing() {
+    let Some(parent) = cgroup_parent() else {
+        return;
+    };
+    let token = format!("60.{}{}", std::process::id(), 9);
+    for _ in 0..5 {
+        let breeder = "trap '' TERM; echo ready $$; \
+                       while :; do \
+                         sh -c 'echo 0 > \"$PARENT/cgroup.procs\" && exec sleep \"$TOKEN\"' & \
+                       done";
+        let command = Command::new("sh")
+            .args(["-c", breeder])
+            .env("PARENT", &parent)
+            .env("TOKEN", &token)
+            // Short: the breeder leaves hundreds of children outside meanwhile.
+            .grace(Duration::from_millis(50));
+        let Some(run) = cancel_when_ready(command).await else {
+            return;
+        };
+        let left = left_cgroup(&run.finished);
+        let _cleanup_left = Guard::of(left.clone());
+        let survivors = corral_tests::proc::with_argument(&token);
+        let _cleanup_survivors = Guard::of(survivors.clone());
+        let report = &run.finished.report;
+        assert!(
+            survivors.is_empty(),
+            "{} child(ren) that left the leaf still run; {} named in left_cgroup; \
+             signals {:?}, notes {:?}",
+            survivors.len(),
+            report.left_cgroup.len(),
+            report.signals,
+            report.notes
+        );
+        assert_contained(&run.finished, run.took, &run.leaf);
+    }
+}
+
+/// A kill without a grace looks at the leaf first too: children that moved
+/// out of it while their parent stayed are found through that parent and
+/// ended, not left running because no `SIGTERM` step listed them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_without_grace_still_ends_children_that_left() {
+    let Some(parent) = cgroup_parent() else {
+        return;
+    };
+    let token = format!("60.{}{}", std::process::id(), 11);
+    // Three children move out and say so; then the parent says it is ready.
+    let tree = "for i in 1 2 3; do \
+                  sh -c 'echo 0 > \"$PARENT/cgroup.procs\" && echo out >> \"$MARKS\" \
+                         && exec sleep \"$TOKEN\"' & \
+                done; \
+                while [ \"$(wc -l < \"$MARKS\")\" -lt 3 ]; do sleep 0.01; done; \
+                echo ready $$; while :; do sleep 0.05; done";
+    let scratch = Scratch::new("kill-without-grace");
+    let marks = scratch.path("marks");
+    std::fs::write(&marks, "").expect("the marks file");
+    let command = Command::new("sh")
+        .args(["-c", tree])
+        .env("PARENT", &parent)
+        .env("TOKEN", &token)
+        .env("MARKS", &marks)
+        .grace(Duration::ZERO);
+    let Some(run) = cancel_when_ready(command).await else {
+        return;
+    };
+    let left = left_cgroup(&run.finished);
+    let _cleanup_left = Guard::of(left.clone());
+    let survivors = corral_tests::proc::with_argument(&token);
+    let _cleanup_survivors = Guard::of(survivors.clone());
+    assert!(
+        survivors.is_empty(),
+        "{} child(ren) that left the leaf still run: {:?}",
+        survivors.len(),
+        run.finished.report
+    );
+    assert_eq!(left.len(), 3, "{:?}", run.finished.report);
+    assert_contained(&run.finished, run.took, &run.leaf);
+}
+
 /// A leader that leaves its leaf at once, before corral could list it, is
 /// a member all the same (corral holds its identity from the fork): it is
 /// ended by identity at the cleanup and named in `left_cgroup`.

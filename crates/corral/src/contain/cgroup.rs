@@ -18,10 +18,11 @@
 //! leaf), and at the end of a cleanup ends, by identity, each one that still
 //! runs outside the leaf, with what it forked since that is still linked to
 //! it by parent pid ([`CgroupTree::end_departed`]). Members are listed
-//! at each signal step, with one `/proc` walk for descendants of members
-//! that are outside the leaf (a child that left while its parent stayed):
-//! at the first signal, and again just before `SIGKILL` when a grace was
-//! given (a kill without grace goes at once); and for the report. Nothing is
+//! at each signal step, `SIGKILL` included, with a look at the members'
+//! children for those outside the leaf (a child that left while its parent
+//! stayed), while the leaf is frozen (`cgroup.freeze`), so nothing in it
+//! forks or moves a child out between the look and the signal; and for the
+//! report. Nothing is
 //! read while the tree runs, so a process that left before the first signal
 //! and whose parent is gone too is not known, nor is an orphan
 //! of a departed member (re-parented, so unlinked). Run the command as
@@ -544,6 +545,63 @@ pub(crate) struct Departed {
 /// How long a departed member is given to show that it has stopped.
 const STOP_BOUND: Duration = Duration::from_millis(500);
 
+/// How long a leaf is given to report itself frozen (`frozen 1` in
+/// `cgroup.events`): a member in an uninterruptible sleep delays it.
+const FREEZE_BOUND: Duration = Duration::from_millis(500);
+
+/// The leaf frozen (`cgroup.freeze`) for the length of a signal step, thawed
+/// on drop. While it is frozen no member runs: none forks, none exits (which
+/// would cut its children's parent links), none moves a child out of the
+/// leaf, so one look at the leaf and the members' children is the whole
+/// tree until the signal is sent. A kernel without `cgroup.freeze`
+/// (before 5.2), a write refused, or a member that does not freeze within
+/// [`FREEZE_BOUND`] leaves the step as it was without the freeze: signals
+/// still go by identity, and the members still running are what may fork
+/// meanwhile.
+struct Frozen {
+    path: PathBuf,
+    written: bool,
+}
+
+impl Frozen {
+    fn freeze(path: &Path) -> Self {
+        let path = path.to_owned();
+        if let Err(error) = fs::write(path.join("cgroup.freeze"), b"1") {
+            tracing::debug!(path = %path.display(), %error, "cgroup.freeze refused");
+            return Self {
+                path,
+                written: false,
+            };
+        }
+        let frozen = || {
+            fs::read_to_string(path.join("cgroup.events"))
+                .is_ok_and(|events| events.lines().any(|line| line.trim() == "frozen 1"))
+        };
+        let until = std::time::Instant::now() + FREEZE_BOUND;
+        while !frozen() {
+            if std::time::Instant::now() >= until {
+                tracing::warn!(path = %path.display(), "the leaf did not freeze in time");
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        Self {
+            path,
+            written: true,
+        }
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        if self.written
+            && let Err(error) = fs::write(self.path.join("cgroup.freeze"), b"0")
+        {
+            tracing::warn!(path = %self.path.display(), %error, "thawing the leaf failed");
+        }
+    }
+}
+
 impl CgroupTree {
     /// A tree for an existing leaf (named by a record, and checked by the
     /// caller), without a watch: emptiness is read, not awaited.
@@ -608,21 +666,38 @@ impl CgroupTree {
             .unwrap_or(false)
     }
 
+    /// Sends `signal` to every member. The leaf is frozen for the look that
+    /// decides who the members are (see [`Frozen`]): a member that forks
+    /// meanwhile cannot leave a child unlisted, nor a child that moves out
+    /// of the leaf unremembered, and the step does not compete for the CPU
+    /// with a tree that does (a fork bomb).
     pub(crate) fn signal(&mut self, signal: Signal) -> io::Result<Option<usize>> {
+        let frozen = Frozen::freeze(&self.path);
         if signal == Signal::KILL {
-            // After a grace, a few milliseconds more do not matter: look
-            // again for members (and children of members) that moved out
-            // meanwhile. A kill without grace goes at once.
-            if self.signalled {
-                self.note_members()?;
-            }
+            // Look (again, after a grace) for members and children of
+            // members that moved out of the leaf: the kill reaches only what
+            // is in it, and a frozen leaf makes the look one pass.
+            self.note_members()?;
+            // `cgroup.kill` ends frozen members too (a fatal signal leaves
+            // the freezer); the thaw at `frozen`'s drop is for what the
+            // kernel has not reached yet.
             self.kill()?;
+            drop(frozen);
             return Ok(None);
         }
         self.signalled = true;
         let inside = self.note_members()?;
+        let delivered = self.signal_members(&inside, signal);
+        // Thawed: the signal is handled once the members run again.
+        drop(frozen);
+        Ok(Some(delivered))
+    }
+
+    /// Sends `signal` by identity to each of `inside` still in the leaf;
+    /// returns how many it reached.
+    fn signal_members(&self, inside: &[(i32, u64)], signal: Signal) -> usize {
         let mut delivered = 0;
-        for (pid, start_time) in inside {
+        for &(pid, start_time) in inside {
             let belongs = || {
                 Ok(identity::read_stat(pid)
                     .is_ok_and(|stat| stat.start_time == start_time && stat.is_running())
@@ -634,7 +709,7 @@ impl CgroupTree {
                 Err(error) => tracing::warn!(pid, %signal, %error, "signal failed"),
             }
         }
-        Ok(Some(delivered))
+        delivered
     }
 
     /// Lists the members in the leaf now and remembers them, with their
