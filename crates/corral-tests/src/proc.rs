@@ -146,24 +146,33 @@ pub fn count_alive(procs: &[Proc]) -> usize {
 /// arguments: a token only one test's processes carry, so that what they
 /// left running is found without a look at anyone else's.
 pub fn with_argument(argument: &str) -> Vec<Proc> {
+    with_entry("cmdline", argument)
+}
+
+/// The running processes whose environment (as they were started:
+/// `/proc/PID/environ`) holds `name=value`: a marker that every process a
+/// test's program starts inherits, including those that left its session or
+/// were reparented, and that no other process carries. Processes of other
+/// users whose environment this one may not read are never found.
+pub fn with_env(name: &str, value: &str) -> Vec<Proc> {
+    with_entry("environ", &format!("{name}={value}"))
+}
+
+/// The running processes with `entry` as one of the NUL-separated entries of
+/// `/proc/PID/{file}`.
+fn with_entry(file: &str, entry: &str) -> Vec<Proc> {
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return found;
     };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
+    for dir in entries.flatten() {
+        let Some(pid) = dir.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
             continue;
         };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+        let Ok(text) = std::fs::read(dir.path().join(file)) else {
             continue;
         };
-        if cmdline
-            .split(|&b| b == 0)
-            .any(|arg| arg == argument.as_bytes())
+        if text.split(|&b| b == 0).any(|e| e == entry.as_bytes())
             && let Some(stat) = stat(pid)
             && stat.is_running()
         {
