@@ -39,6 +39,8 @@
 //!   the relay process's own standard streams.
 //! - [`client::rmcp`]: an `rmcp` transport whose server is an owned tree
 //!   (the swap for rmcp's `TokioChildProcess`).
+//! - [`guard`]: `corral mcp guard`, every host's MCP server entries put
+//!   behind `corral mcp wrap` and back.
 //! - [`private_file`]: opening a file only the server's user or root could
 //!   have written (`corral mcp serve`'s token files and audit log).
 //! - [`ending`](Ending): what ended the relay and what it did ([`WrapExit`]),
@@ -51,6 +53,7 @@ pub mod client;
 mod ending;
 mod error;
 pub mod frame;
+pub mod guard;
 pub mod inflight;
 pub mod message;
 pub mod notelimit;

@@ -67,6 +67,22 @@ pub fn open(path: &Path, access: Access) -> io::Result<File> {
     Ok(File::from(fd))
 }
 
+/// Opens the directory `path` as a descriptor (symbolic links followed
+/// only from directories that passed) and checks it and every directory
+/// above it by the module's rule: owned by this process's effective user or
+/// root, and writable by group or others only with the sticky bit. `corral
+/// mcp guard` writes host configs only into such a directory.
+///
+/// # Errors
+/// A directory fails the rule (kind `PermissionDenied`, the text names it
+/// and the fix), or cannot be opened.
+pub fn trusted_directory(path: &Path) -> io::Result<OwnedFd> {
+    let me = rustix::process::geteuid().as_raw();
+    let dir = open_directory(path, me)?;
+    check_directories(&dir, me)?;
+    Ok(dir)
+}
+
 /// The most symbolic links one path may pass through (the kernel's own
 /// limit).
 const MAX_LINKS: usize = 40;
@@ -224,7 +240,7 @@ fn check_directory(dir: &OwnedFd, stat: &Stat, me: u32) -> io::Result<()> {
     let shown = where_is(dir);
     if owner != me && owner != 0 {
         return Err(refused(format!(
-            "in the directory {shown}, owned by {} (mode {mode:03o}), and this server runs as \
+            "in the directory {shown}, owned by {} (mode {mode:03o}), and corral runs as \
              {}: that user can rename, swap or replace the file; keep it in a directory only \
              this user or root can change, e.g. one made by mkdir -m 700",
             described(owner),
