@@ -99,6 +99,97 @@ pub enum McpCommand {
     /// run commands as owned process trees: run, list_runs, read_run,
     /// wait_run, kill_run.
     Serve(ServeArgs),
+    /// Put every MCP server of every agent host on this machine (Claude
+    /// Code, Claude Desktop, Codex, Gemini CLI, opencode, Cursor, VS Code)
+    /// behind `corral mcp wrap`, and take them back out.
+    #[command(subcommand)]
+    Guard(GuardCommand),
+}
+
+/// `corral mcp guard ...`.
+#[derive(Debug, Subcommand)]
+pub enum GuardCommand {
+    /// List every MCP server entry of every known host config (user scope,
+    /// and the project's): host, file, scope, name, what it starts, and
+    /// whether it is guarded. Variables are shown by name only.
+    #[command(after_help = exit::GUARD.help())]
+    Status(GuardStatusArgs),
+    /// Rewrite each chosen stdio entry so the host starts `CORRAL mcp wrap
+    /// [WRAP OPTIONS] -- COMMAND ARGS...`; nothing else in the file changes.
+    #[command(
+        after_help = guard_on_after_help(),
+        override_usage = "corral mcp guard on [--host H]... [--server NAME]... [--project DIR] [--dry-run] [-- WRAP OPTIONS...]"
+    )]
+    On(GuardOnArgs),
+    /// Take the guard away: each guarded entry gets back the bytes `on`
+    /// replaced.
+    #[command(after_help = exit::GUARD.help())]
+    Off(GuardSelect),
+}
+
+/// Which entries `corral mcp guard` acts on.
+#[derive(Debug, Args)]
+pub struct GuardSelect {
+    /// Only this host's files (repeatable).
+    #[arg(long = "host", value_name = "HOST", value_parser = guard_hosts())]
+    pub hosts: Vec<String>,
+    /// Only the entries of this name (repeatable).
+    #[arg(long = "server", value_name = "NAME")]
+    pub servers: Vec<String>,
+    /// The project whose files (`.mcp.json`, `.codex/config.toml`, ...)
+    /// are included; default: the current directory.
+    #[arg(long, value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    /// Print what would change as a unified diff; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `corral mcp guard status`.
+#[derive(Debug, Args)]
+pub struct GuardStatusArgs {
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Only this host's files (repeatable).
+    #[arg(long = "host", value_name = "HOST", value_parser = guard_hosts())]
+    pub hosts: Vec<String>,
+    /// Only the entries of this name (repeatable).
+    #[arg(long = "server", value_name = "NAME")]
+    pub servers: Vec<String>,
+    /// The project whose files are included; default: the current
+    /// directory.
+    #[arg(long, value_name = "DIR")]
+    pub project: Option<PathBuf>,
+}
+
+/// `corral mcp guard on`.
+#[derive(Debug, Args)]
+pub struct GuardOnArgs {
+    #[command(flatten)]
+    pub select: GuardSelect,
+    /// Options for `corral mcp wrap` written into each entry, after `--`
+    /// (e.g. -- --kill-after 5s --max-memory 2G).
+    #[arg(last = true, value_name = "WRAP OPTIONS", allow_hyphen_values = true)]
+    pub wrap_options: Vec<String>,
+}
+
+/// The hosts `--host` accepts.
+fn guard_hosts() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(corral_mcp::guard::HOSTS.iter().map(|h| h.id))
+}
+
+fn guard_on_after_help() -> String {
+    format!(
+        "Examples:\n  \
+           corral mcp guard on\n  \
+           corral mcp guard on --host codex --dry-run\n  \
+           corral mcp guard on --server everything -- --kill-after 5s\n  \
+           corral mcp guard off\n\n\
+         The original bytes of each file are kept in $XDG_STATE_HOME/corral/guard/backups \
+         (default ~/.local/state/corral/guard/backups). See docs/mcp.md.\n\n{}",
+        exit::GUARD.help()
+    )
 }
 
 /// Options of `corral ps` and `corral reap`.

@@ -70,6 +70,9 @@ fn main() -> ExitCode {
         Command::Mcp {
             command: McpCommand::Serve(args),
         } => mcp::serve(args, parent),
+        Command::Mcp {
+            command: McpCommand::Guard(command),
+        } => mcp::guard(command),
         Command::Capabilities { json } => capabilities::main(json),
         Command::Ps(args) => ledger::ps(&args),
         Command::Reap {

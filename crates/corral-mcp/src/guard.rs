@@ -258,6 +258,9 @@ pub struct Written {
     pub after: String,
     /// Where its original bytes were kept (none for a dry run).
     pub backup: Option<PathBuf>,
+    /// `before` and `after` as they may be printed: the values of `env`,
+    /// `environment` and headers replaced by `"***"`.
+    pub shown: (String, String),
 }
 
 /// What `on` or `off` did.
@@ -336,6 +339,7 @@ fn change_file(
         report(outcome, &first);
         outcome.files.push(Written {
             file: config.path.clone(),
+            shown: (masked(config, &text), masked(config, &first.text)),
             before: text,
             after: first.text,
             backup: None,
@@ -376,13 +380,34 @@ fn change_file(
         tracing::warn!(%error, path = %records_path.display(), "cannot keep the guard's records; off will rebuild the entries instead");
     }
     report(outcome, &plan);
+    let (before, after) = (
+        String::from_utf8_lossy(&before).into_owned(),
+        String::from_utf8_lossy(&after).into_owned(),
+    );
     outcome.files.push(Written {
         file: config.path.clone(),
-        before: String::from_utf8_lossy(&before).into_owned(),
-        after: String::from_utf8_lossy(&after).into_owned(),
+        shown: (masked(config, &before), masked(config, &after)),
+        before,
+        after,
         backup: Some(backup),
     });
     Ok(())
+}
+
+/// `text` with every secret value of its entries replaced by `"***"`.
+fn masked(config: &Config, text: &str) -> String {
+    let Ok(found) = sites(config, text) else {
+        return String::from("(not shown: the text does not parse)\n");
+    };
+    let edits: Vec<Edit> = found
+        .iter()
+        .flat_map(|(_, site)| {
+            site.secrets
+                .iter()
+                .map(|span| (span.clone(), String::from("\"***\"")))
+        })
+        .collect();
+    edit::apply(text, &edits)
 }
 
 fn utf8(bytes: &[u8]) -> Result<String, String> {

@@ -165,6 +165,28 @@ pub const SERVE: Table = Table {
     ],
 };
 
+/// `corral mcp guard`'s statuses.
+pub const GUARD: Table = Table {
+    title: "Exit status:",
+    rows: &[
+        (
+            "0",
+            "done: every selected file was read (status) or changed as needed (on, off)",
+        ),
+        (
+            "1",
+            "some file was left alone (it does not parse, belongs to another user, or \
+             cannot be written; each is named on stderr) or a --server matched no entry; \
+             the other files were done",
+        ),
+        (
+            "125",
+            "corral itself failed: bad option or WRAP OPTIONS, HOME unset, no project \
+             directory",
+        ),
+    ],
+};
+
 /// How a request of `corral mcp call` or `list` ended: the `outcome` of its
 /// JSON envelope, and its exit status ([`Status::of_call`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

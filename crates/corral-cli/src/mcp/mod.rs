@@ -8,14 +8,19 @@
 //! JSON envelope.
 //!
 //! `corral mcp serve` (corral as the server) lives in `serve`.
+//!
+//! `corral mcp guard` (every host's servers put behind `corral mcp wrap`)
+//! lives in `guard`.
 
 mod call;
+mod guard;
 mod output;
 mod report;
 mod serve;
 mod session;
 
 pub use call::{call, list};
+pub use guard::guard;
 pub use serve::serve;
 
 use std::time::Instant;

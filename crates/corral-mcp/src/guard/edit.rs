@@ -29,6 +29,9 @@ pub struct Site {
     pub env: Vec<String>,
     /// `cwd`, when set.
     pub cwd: Option<String>,
+    /// The bytes of values never to print: those of `env`, `environment`
+    /// and `headers`.
+    pub secrets: Vec<Range<usize>>,
 }
 
 /// A field's value and its bytes.

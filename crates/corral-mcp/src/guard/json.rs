@@ -357,9 +357,13 @@ fn site(text: &str, member: &Member, container: &[String]) -> super::edit::Site 
         }
     });
     let mut env = Vec::new();
-    for key in ["env", "environment"] {
+    let mut secrets = Vec::new();
+    for key in ["env", "environment", "headers"] {
         if let Some(members) = entry.get(key).and_then(|m| m.value.as_object()) {
-            env.extend(members.iter().map(|m| m.key.clone()));
+            if key != "headers" {
+                env.extend(members.iter().map(|m| m.key.clone()));
+            }
+            secrets.extend(members.iter().map(|m| m.value.span.clone()));
         }
     }
     Site {
@@ -380,6 +384,7 @@ fn site(text: &str, member: &Member, container: &[String]) -> super::edit::Site 
             .get("cwd")
             .and_then(|m| m.value.as_str())
             .map(str::to_owned),
+        secrets,
     }
 }
 

@@ -398,7 +398,10 @@ fn off_without_records_rebuilds_each_entry_from_its_guard() {
             );
         } else if path.ends_with("config.toml") {
             let was = was.replace("noargs\"\n", "noargs\"\nargs = []\n");
-            assert_eq!(now, was.replace("server\"\n", "server\"\ndotted.args = []\n"));
+            assert_eq!(
+                now,
+                was.replace("server\"\n", "server\"\ndotted.args = []\n")
+            );
         } else {
             assert_eq!(now, was, "{}", path.display());
         }

@@ -88,8 +88,14 @@ fn site(text: &str, name: &str, entry: &dyn TableLike, inline: bool, container: 
         })
     });
     let mut env = Vec::new();
-    if let Some(table) = entry.get("env").and_then(Item::as_table_like) {
-        env.extend(table.iter().map(|(k, _)| k.to_owned()));
+    let mut secrets = Vec::new();
+    for key in ["env", "http_headers"] {
+        if let Some(table) = entry.get(key).and_then(Item::as_table_like) {
+            if key == "env" {
+                env.extend(table.iter().map(|(k, _)| k.to_owned()));
+            }
+            secrets.extend(table.iter().filter_map(|(_, v)| v.span()));
+        }
     }
     if let Some(names) = entry.get("env_vars").and_then(Item::as_array) {
         env.extend(names.iter().filter_map(|v| v.as_str().map(str::to_owned)));
@@ -104,5 +110,6 @@ fn site(text: &str, name: &str, entry: &dyn TableLike, inline: bool, container: 
         url: entry.get("url").is_some(),
         env,
         cwd: entry.get("cwd").and_then(Item::as_str).map(str::to_owned),
+        secrets,
     }
 }
