@@ -53,7 +53,7 @@ use std::{
 };
 
 use corral_tests::{Guard, Lines, Proc, Scratch, is_root, kill_leftovers, skipped, wait_until};
-use mcp_common::{fixture_procs, peer, python, read_json, require_peers, wrapper};
+use mcp_common::{fixture_procs, peer, proc_from_json, python, read_json, require_peers, wrapper};
 use serde_json::{Value, json};
 
 /// The environment variable whose value marks every process of this test's
@@ -113,7 +113,7 @@ impl Host {
 
     /// What the host needs in its environment to run without a login and
     /// without reaching for the network (beyond `PATH`, `HOME` and the XDG
-    /// directories).
+    /// directories), and Claude Code's bound on a server's start.
     fn quiet_env(self) -> &'static [(&'static str, &'static str)] {
         match self {
             Self::ClaudeCode => &[
@@ -121,6 +121,7 @@ impl Host {
                 ("DISABLE_TELEMETRY", "1"),
                 ("DISABLE_ERROR_REPORTING", "1"),
                 ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+                ("MCP_TIMEOUT", "60000"),
             ],
             Self::GeminiCli | Self::Codex => &[],
             Self::Opencode => &[
@@ -133,17 +134,15 @@ impl Host {
     }
 
     /// Writes the host's user config with the leaky server in it, as a user
-    /// would (with a few settings of the host's own around it).
-    fn register(self, scene: &Scene, guarded: bool) {
-        let mut command = python().display().to_string();
-        let mut args = vec![peer("fixture_server.py").display().to_string()];
-        if guarded {
-            let mut wrapped: Vec<String> = ["mcp", "wrap", "--"].map(String::from).to_vec();
-            wrapped.push(command);
-            wrapped.append(&mut args);
-            args = wrapped;
-            command = wrapper().display().to_string();
-        }
+    /// would (with a few settings of the host's own around it). Each host
+    /// bounds a server's start, Gemini CLI and opencode to 5 s, Codex to
+    /// 10 s, Claude Code to 30 s; the server (Python and the MCP SDK) took
+    /// over 5 s to answer on the loaded 2-core machine, and Gemini CLI
+    /// listed it as disconnected: the bound is 60 s for every host (the
+    /// entry's `timeout`, `startup_timeout_sec`, `MCP_TIMEOUT`).
+    fn register(self, scene: &Scene) {
+        let command = python().display().to_string();
+        let args = [peer("fixture_server.py").display().to_string()];
         let pids = scene.pids.display().to_string();
         let env = json!({ MARKER: scene.marker, "CORRAL_MCP_FIXTURE_PIDS": pids });
         let text = match self {
@@ -161,7 +160,9 @@ impl Host {
                 pretty(&json!({
                     "general": { "enableAutoUpdate": false, "enableAutoUpdateNotification": false },
                     "privacy": { "usageStatisticsEnabled": false },
-                    "mcpServers": { SERVER: { "command": command, "args": args, "env": env } },
+                    "mcpServers": { SERVER: {
+                        "command": command, "args": args, "env": env, "timeout": 60_000,
+                    } },
                 }))
             }
             Self::Codex => format!(
@@ -173,14 +174,15 @@ impl Host {
                  args = {args:?}\n\
                  # Codex clears the environment: the marker comes through env_vars.\n\
                  env_vars = [\"{MARKER}\"]\n\
-                 env = {{ CORRAL_MCP_FIXTURE_PIDS = {pids:?} }}\n"
+                 env = {{ CORRAL_MCP_FIXTURE_PIDS = {pids:?} }}\n\
+                 startup_timeout_sec = 60\n"
             ),
             Self::Opencode => {
-                let line = [vec![command], args].concat();
+                let line = [vec![command], args.to_vec()].concat();
                 pretty(&json!({
                     "$schema": "https://opencode.ai/config.json",
                     "mcp": { SERVER: {
-                        "type": "local", "command": line, "environment": env,
+                        "type": "local", "command": line, "environment": env, "timeout": 60_000,
                     } },
                 }))
             }
@@ -416,7 +418,9 @@ impl Scene {
     }
 
     /// Runs the listing (the server starts and writes its helpers' file
-    /// anew), then returns what is left of the server once the host exited.
+    /// anew), then returns what is left of the server once the host exited
+    /// and the server process itself is gone (every host ends it; the wait
+    /// only keeps a server still exiting out of the count, and is bounded).
     fn list_and_count(&self) -> Vec<Proc> {
         let _ = std::fs::remove_file(&self.pids);
         self.host.list(self);
@@ -426,6 +430,8 @@ impl Scene {
             self.host.name(),
             self.pids.display()
         );
+        let server = proc_from_json(&read_json(&self.pids, Duration::from_secs(5))["server"]);
+        wait_until(END_LIMIT, || !server.is_alive());
         self.leftovers()
     }
 
@@ -444,18 +450,6 @@ impl Scene {
     /// `corral mcp guard ARGS` with the scene's environment (the real CLI,
     /// run as the host's user would).
     fn guard(&self, args: &[&str]) -> String {
-        // Until `corral mcp guard` lands: the entry guarded by hand.
-        if !self.try_run_guard() {
-            if args == ["on"] {
-                let before = std::fs::read(self.host.config(self)).expect("config");
-                std::fs::write(self.scratch.path("before"), before).expect("keeping it");
-                self.host.register(self, true);
-            } else {
-                let before = std::fs::read(self.scratch.path("before")).expect("kept");
-                std::fs::write(self.host.config(self), before).expect("restoring it");
-            }
-            return String::new();
-        }
         let mut full = vec!["mcp", "guard"];
         full.extend(args);
         let wrapper = wrapper();
@@ -472,17 +466,6 @@ impl Scene {
             String::from_utf8_lossy(&output.stderr)
         );
         stdout
-    }
-}
-
-impl Scene {
-    fn try_run_guard(&self) -> bool {
-        Command::new(wrapper())
-            .args(["mcp", "guard", "--help"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
     }
 }
 
@@ -510,7 +493,7 @@ fn leaks_unguarded_and_none_guarded(host: Host) {
     let Some(scene) = Scene::new(host) else {
         return;
     };
-    host.register(&scene, false);
+    host.register(&scene);
     let config = host.config(&scene);
 
     // Unguarded: the host leaves the server's helpers running.
