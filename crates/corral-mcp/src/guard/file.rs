@@ -147,12 +147,38 @@ fn current(opened: &Opened) -> io::Result<Vec<u8>> {
     read_capped(File::from(open_file(&opened.dir, &opened.name)?))
 }
 
+/// A test's hook at one step of [`replace`].
+#[cfg(test)]
+type Hook = std::cell::RefCell<Option<Box<dyn FnMut()>>>;
+
 #[cfg(test)]
 thread_local! {
     /// Runs between the last check and the exchange (tests only: a writer
     /// lands in the window on purpose).
-    pub static BEFORE_EXCHANGE: std::cell::RefCell<Option<Box<dyn FnMut()>>> =
-        std::cell::RefCell::new(None);
+    pub static BEFORE_EXCHANGE: Hook = const { std::cell::RefCell::new(None) };
+    /// Runs after the temporary file is written, before the check.
+    pub static BEFORE_CHECK: Hook = const { std::cell::RefCell::new(None) };
+    /// Takes the plain-rename path, as on a file system without
+    /// `RENAME_EXCHANGE`.
+    pub static NO_EXCHANGE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+#[cfg(test)]
+fn run_hook(hook: &'static std::thread::LocalKey<Hook>) {
+    hook.with(|hook| {
+        if let Some(hook) = hook.borrow_mut().as_mut() {
+            hook();
+        }
+    });
+}
+
+/// `RENAME_EXCHANGE`, or `EINVAL` when a test asks for the fallback.
+fn exchange(dir: &OwnedFd, temp: &OsStr, name: &OsStr) -> rustix::io::Result<()> {
+    #[cfg(test)]
+    if NO_EXCHANGE.with(std::cell::Cell::get) {
+        return Err(rustix::io::Errno::INVAL);
+    }
+    rustix::fs::renameat_with(dir, temp, dir, name, RenameFlags::EXCHANGE)
 }
 
 /// Replaces the file with `change` applied to its bytes, redone on the
@@ -175,6 +201,8 @@ pub fn replace(
     for _ in 0..ATTEMPTS {
         let new = change(&base)?;
         let temp = write_temp(opened, &new)?;
+        #[cfg(test)]
+        run_hook(&BEFORE_CHECK);
         let now = current(opened);
         match now {
             Ok(now) if now == expected => {}
@@ -190,18 +218,8 @@ pub fn replace(
             }
         }
         #[cfg(test)]
-        BEFORE_EXCHANGE.with(|hook| {
-            if let Some(hook) = hook.borrow_mut().as_mut() {
-                hook();
-            }
-        });
-        match rustix::fs::renameat_with(
-            &opened.dir,
-            &temp,
-            &opened.dir,
-            &opened.name,
-            RenameFlags::EXCHANGE,
-        ) {
+        run_hook(&BEFORE_EXCHANGE);
+        match exchange(&opened.dir, &temp, &opened.name) {
             Ok(()) => {
                 let displaced = read_capped(File::from(open_file(&opened.dir, &temp)?));
                 let _ = rustix::fs::unlinkat(&opened.dir, &temp, AtFlags::empty());

@@ -337,6 +337,11 @@ fn on_guards_every_stdio_entry_of_every_host_and_off_restores_every_byte() {
         "{codex}"
     );
     assert!(codex.contains(&format!("command = \"{THIS}\"\nargs = [\"mcp\", \"wrap\", \"--kill-after\", \"5s\", \"--\", \"/opt/bin/noargs\"]\ncwd")), "{codex}");
+    let claude = std::fs::read_to_string(&files[0]).expect(".claude.json");
+    assert!(
+        claude.contains("\"args\": [\n        \"mcp\",\n        \"wrap\",\n"),
+        "the new words laid out as the array's own: {claude}"
+    );
     let dot_mcp = std::fs::read_to_string(&files[1]).expect(".mcp.json");
     assert_eq!(
         dot_mcp.matches('\n').count(),
@@ -499,6 +504,24 @@ fn selectors_pick_hosts_and_servers_and_a_dry_run_writes_nothing() {
         before,
         "a dry run writes nothing"
     );
+    let claude = change(
+        &machine.settings,
+        &Selection {
+            hosts: vec![hosts::host("claude-code").expect("claude")],
+            servers: Vec::new(),
+        },
+        &Action::On(Vec::new()),
+        true,
+    );
+    let shown: String = claude
+        .files
+        .iter()
+        .map(|w| format!("{}{}", w.shown.0, w.shown.1))
+        .collect();
+    assert!(
+        !shown.contains("sk-secret-value") && shown.contains("\"API_KEY\": \"***\""),
+        "{shown}"
+    );
     let done = change(
         &machine.settings,
         &selection,
@@ -595,6 +618,33 @@ fn a_host_write_between_the_check_and_the_exchange_is_kept() {
     });
     machine.on();
     file::BEFORE_EXCHANGE.with(|hook| hook.borrow_mut().take());
+    assert!(fired.load(Ordering::SeqCst));
+    assert_eq!(counter_of(&path), 2, "the host's change is kept");
+    assert_eq!(machine.states()["cursor/a"].0.name(), "guarded");
+}
+
+#[test]
+fn without_the_exchange_a_host_write_before_the_check_is_kept() {
+    let machine = Machine::new("guard-no-exchange");
+    let path = machine.write(machine.home().join(".cursor/mcp.json"), CURSOR);
+    host_write(&path, 1);
+    let hook_path = path.clone();
+    let fired = Arc::new(AtomicBool::new(false));
+    let once = fired.clone();
+    file::NO_EXCHANGE.with(|flag| flag.set(true));
+    file::BEFORE_CHECK.with(|hook| {
+        *hook.borrow_mut() = Some(Box::new(move || {
+            if !once.swap(true, Ordering::SeqCst) {
+                let path = hook_path.clone();
+                std::thread::spawn(move || host_write(&path, 2))
+                    .join()
+                    .expect("host thread");
+            }
+        }));
+    });
+    machine.on();
+    file::BEFORE_CHECK.with(|hook| hook.borrow_mut().take());
+    file::NO_EXCHANGE.with(|flag| flag.set(false));
     assert!(fired.load(Ordering::SeqCst));
     assert_eq!(counter_of(&path), 2, "the host's change is kept");
     assert_eq!(machine.states()["cursor/a"].0.name(), "guarded");

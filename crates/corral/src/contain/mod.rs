@@ -25,6 +25,7 @@ mod controllers;
 mod group;
 mod halt;
 mod leader;
+mod nested;
 mod orphaned;
 mod recorded;
 mod registry;
