@@ -641,3 +641,57 @@ fn the_link_needs_nothing_but_its_name() {
         .expect("run");
     assert_eq!(shell_status(out), 124);
 }
+
+// Supervisors inside supervisors.
+
+/// GNU's cascaded timeouts (`tests/timeout/timeout-group.sh`): in `timeout
+/// -s ALRM 30 timeout -s SIG 25 CMD`, `SIGALRM` sent to the outer one makes
+/// the inner one send SIG to CMD, whose trap runs; the outer exits 124. The
+/// outer corral leaves the inner corral's tree to it (`contain/nested.rs`)
+/// instead of sending `SIGALRM` to CMD itself. Checked for GNU nested in
+/// GNU too, as the reference.
+#[test]
+fn cascaded_timeouts_let_the_inner_one_apply_its_signal() {
+    for inner in ["INT", "USR1"] {
+        for who in [Who::Gnu, Who::Timeout] {
+            let scratch = Scratch::new("cascaded");
+            let running = scratch.path("running");
+            let received = scratch.path("received");
+            // As GNU's timeout.cmd: counts down in short sleeps until the
+            // signal's trap has written its file.
+            let script = format!(
+                "trap 'echo > \"$RECEIVED\"; exit' {inner}; echo > \"$RUNNING\"; \
+                 n=200; until [ -e \"$RECEIVED\" ] || [ $n = 0 ]; do sleep 0.1; n=$((n - 1)); done"
+            );
+            let inner_timeout = match who {
+                Who::Gnu => GNU_TIMEOUT.into(),
+                _ => link(),
+            };
+            let child = command(who, &["-s", "ALRM", "30"])
+                .arg(&inner_timeout)
+                .arg0("timeout")
+                .args(["-s", inner, "25", "sh", "-c", &script])
+                .env("RUNNING", &running)
+                .env("RECEIVED", &received)
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("spawn the outer timeout");
+            let mut guard = Guard::new(child);
+            assert!(
+                corral_tests::wait_until(Duration::from_secs(10), || running.exists()),
+                "{who:?}/{inner}: the command never ran"
+            );
+            let outer = guard.child.as_ref().expect("the outer").id();
+            // Our own unreaped child: its pid is its identity.
+            unsafe { libc::kill(outer.cast_signed(), libc::SIGALRM) };
+            let status = guard
+                .wait_exit(Duration::from_secs(10))
+                .expect("the outer timeout exits");
+            assert_eq!(shell_status(status), 124, "{who:?}/{inner}");
+            assert!(
+                received.exists(),
+                "{who:?}/{inner}: the command never got {inner} from the inner timeout"
+            );
+        }
+    }
+}

@@ -43,7 +43,10 @@ use std::{
 
 use tokio::{io::unix::AsyncFd, time::Instant};
 
-use super::halt::{self, Halted};
+use super::{
+    halt::{self, Halted},
+    nested::Nested,
+};
 use crate::{error::Error, identity, identity::ProcessInfo, signal::Signal, sys};
 
 /// Finds the cgroup v2 mount point in `/proc/self/mountinfo` text.
@@ -497,6 +500,7 @@ impl Leaf {
             removed: false,
             seen: HashSet::from([leader]),
             signalled: false,
+            left_to_inner: 0,
         };
         let events = self.path.join("cgroup.events");
         let watch = sys::open_events(&events).map_err(|source| Error::Cgroup {
@@ -528,6 +532,8 @@ pub(crate) struct CgroupTree {
     seen: HashSet<(i32, u64)>,
     /// Whether a signal other than `SIGKILL` was sent (a grace began).
     signalled: bool,
+    /// How many members signal steps left to a nested supervisor.
+    left_to_inner: usize,
 }
 
 /// Members that had moved themselves out of the leaf, found at the end.
@@ -612,6 +618,7 @@ impl CgroupTree {
             removed: false,
             seen: HashSet::new(),
             signalled: false,
+            left_to_inner: 0,
         }
     }
 
@@ -693,11 +700,21 @@ impl CgroupTree {
         Ok(Some(delivered))
     }
 
-    /// Sends `signal` by identity to each of `inside` still in the leaf;
-    /// returns how many it reached.
-    fn signal_members(&self, inside: &[(i32, u64)], signal: Signal) -> usize {
+    /// Sends `signal` by identity to each of `inside` still in the leaf,
+    /// except the members below a nested supervisor, which that supervisor
+    /// signals by its own policy (`nested.rs`); returns how many it reached.
+    fn signal_members(&mut self, inside: &[(i32, u64)], signal: Signal) -> usize {
+        let members: HashSet<i32> = inside.iter().map(|&(pid, _)| pid).collect();
+        let mut nested = Nested::new();
         let mut delivered = 0;
         for &(pid, start_time) in inside {
+            // The leaf is frozen: the parent read now is the one at the look.
+            if let Ok(stat) = identity::read_stat(pid)
+                && stat.start_time == start_time
+                && nested.leaves_to_inner(pid, stat.ppid, |p| members.contains(&p))
+            {
+                continue;
+            }
             let belongs = || {
                 Ok(identity::read_stat(pid)
                     .is_ok_and(|stat| stat.start_time == start_time && stat.is_running())
@@ -709,7 +726,13 @@ impl CgroupTree {
                 Err(error) => tracing::warn!(pid, %signal, %error, "signal failed"),
             }
         }
+        self.left_to_inner += nested.delegated;
         delivered
+    }
+
+    /// How many members a signal step left to a nested supervisor so far.
+    pub(crate) fn left_to_inner(&self) -> usize {
+        self.left_to_inner
     }
 
     /// Lists the members in the leaf now and remembers them, with their
@@ -1192,6 +1215,7 @@ mod tests {
             removed: false,
             seen: HashSet::new(),
             signalled: false,
+            left_to_inner: 0,
         }
     }
 

@@ -19,7 +19,9 @@ use std::{
 use tokio::time::Instant;
 
 use super::{
-    group, orphaned,
+    group,
+    nested::Nested,
+    orphaned,
     registry::{self, Others},
     subreaper, walker,
 };
@@ -246,6 +248,9 @@ pub(crate) struct ScannedTree {
     hopped: bool,
     /// Whether the tree was signalled.
     signalled: bool,
+    /// How many members signal steps left to a nested supervisor
+    /// (`nested.rs`).
+    left_to_inner: usize,
     /// The running members the last scan found.
     last: Vec<(i32, u64)>,
     /// Processes the last scan could not judge yet (see `Rule::undecided`).
@@ -282,6 +287,7 @@ impl ScannedTree {
             exited: 0,
             hopped: false,
             signalled: false,
+            left_to_inner: 0,
             last: Vec::new(),
             undecided: 0,
             absorbed: None,
@@ -331,6 +337,12 @@ impl ScannedTree {
         hold: bool,
     ) -> io::Result<(Vec<Stat>, Identities)> {
         let mut reached = HashSet::new();
+        // Only a step that lets members act on it leaves any to a nested
+        // supervisor: `SIGKILL` (and a kill's `SIGSTOP`) reach every member.
+        let mut nested = signal
+            .filter(|&s| s != Signal::KILL && s != Signal::STOP)
+            .map(|_| Nested::new());
+        let left = &mut self.left_to_inner;
         let (rule, live, known) = (&self.rule, self.live, &self.known);
         let (killed, stopped, held) = (&mut self.killed, &mut *self.stopped, &mut self.held);
         // The pids judged members so far in this walk (see
@@ -369,6 +381,13 @@ impl ScannedTree {
                 }
                 if seen.contains(&stat.pid) || rule.member_at_sight(stat, &others) {
                     seen.insert(stat.pid);
+                    if let Some(nested) = &mut nested
+                        && nested.leaves_to_inner(stat.pid, stat.ppid, |p| seen.contains(&p))
+                    {
+                        *left += 1;
+                        reached.insert(identity);
+                        return;
+                    }
                     let route = match pidfd {
                         Some(pidfd) if !held.contains_key(&identity) => Some(Route::Fresh(pidfd)),
                         _ => route_to(held, identity),
@@ -500,13 +519,25 @@ impl ScannedTree {
     /// of the signal cannot disconnect its children before they are seen),
     /// then the group-wide signal where there is one, then each member by
     /// identity. A member that cannot be signalled does not stop the others.
+    ///
+    /// A step other than `SIGKILL` leaves the members below a nested
+    /// supervisor to it (`nested.rs`).
     pub(crate) fn signal(&mut self, signal: Signal) -> io::Result<usize> {
+        let before = self.left_to_inner;
+        // `reached` holds the members left to a nested supervisor too: not
+        // signalled again below, and not counted as delivered.
         let (members, reached) = self.scan_signalling(Some(signal))?;
+        let left = self.left_to_inner - before;
         let members: Vec<Stat> = members
             .into_iter()
             .filter(|m| !reached.contains(&(m.pid, m.start_time)))
             .collect();
-        Ok(reached.len() + self.signal_members(&members, signal)?)
+        Ok(reached.len() - left + self.signal_members(&members, signal)?)
+    }
+
+    /// How many members signal steps left to a nested supervisor so far.
+    pub(crate) fn left_to_inner(&self) -> usize {
+        self.left_to_inner
     }
 
     /// Signals `members` (found by a walk just before): the whole process
@@ -569,7 +600,22 @@ impl ScannedTree {
             return self.signal(signal);
         }
         let members = self.scan_shared().await?;
+        let members = self.leave_to_inner(members);
         self.signal_members(&members, signal)
+    }
+
+    /// `members` without those below a nested supervisor (`nested.rs`), for
+    /// a step other than `SIGKILL`; counted in
+    /// [`left_to_inner`](Self::left_to_inner).
+    fn leave_to_inner(&mut self, members: Vec<Stat>) -> Vec<Stat> {
+        let pids: HashSet<i32> = members.iter().map(|m| m.pid).collect();
+        let mut nested = Nested::new();
+        let kept = members
+            .into_iter()
+            .filter(|m| !nested.leaves_to_inner(m.pid, m.ppid, |p| pids.contains(&p)))
+            .collect();
+        self.left_to_inner += nested.delegated;
+        kept
     }
 
     /// [`is_empty`](Self::is_empty), judged on a walk that started after

@@ -160,6 +160,15 @@ impl Tree {
         }
     }
 
+    /// How many members signal steps left to a nested supervisor, which
+    /// signals them by its own policy (`nested.rs`).
+    pub(crate) fn left_to_inner(&self) -> usize {
+        match self {
+            Tree::Cgroup(tree) => tree.left_to_inner(),
+            Tree::Scanned(tree) => tree.left_to_inner(),
+        }
+    }
+
     /// Re-scans a tree found through `/proc`; returns the running members if
     /// they changed. `None` for a cgroup, which needs no scan.
     pub(crate) fn refresh(&mut self) -> Option<Vec<crate::identity::Identity>> {

@@ -591,6 +591,14 @@ impl Supervision {
             on_signal,
         )
         .await;
+        let left = self.tree.left_to_inner();
+        if left > 0 {
+            report.notes.push(format!(
+                "{left} member(s) below a nested corral were left to it: it got the signal and \
+                 applied its own policy to its tree; this tree's grace and SIGKILL still \
+                 covered them"
+            ));
+        }
     }
 
     /// Ends the members that moved themselves out of the leaf cgroup, and
