@@ -65,6 +65,7 @@ mod exit;
 mod fault;
 pub mod host;
 pub mod identity;
+pub mod init;
 mod launch;
 pub mod limits;
 pub mod outcome;

@@ -61,18 +61,24 @@ impl Signal {
     pub const KILL: Self = Self(9);
     /// `SIGUSR1`.
     pub const USR1: Self = Self(10);
+    /// `SIGUSR2`.
+    pub const USR2: Self = Self(12);
     /// `SIGPIPE`.
     pub const PIPE: Self = Self(13);
     /// `SIGALRM`.
     pub const ALRM: Self = Self(14);
     /// `SIGTERM`.
     pub const TERM: Self = Self(15);
+    /// `SIGCHLD`: a child stopped, continued or exited.
+    pub const CHLD: Self = Self(17);
     /// `SIGCONT`.
     pub const CONT: Self = Self(18);
     /// `SIGSTOP`: stops a process, which no handler can catch or ignore.
     pub const STOP: Self = Self(19);
     /// `SIGXCPU` (a CPU-time limit was reached).
     pub const XCPU: Self = Self(24);
+    /// `SIGWINCH`: the terminal's window size changed.
+    pub const WINCH: Self = Self(28);
 
     /// The highest signal number (`SIGRTMAX` on Linux).
     pub const MAX: i32 = 64;

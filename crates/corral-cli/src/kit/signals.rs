@@ -56,6 +56,39 @@ pub fn meaning(signal: Signal) -> Meaning {
     }
 }
 
+/// The signals `corral run` passes on to its tree when it is its PID
+/// namespace's init (a container's entrypoint), as `docker stop` (`SIGTERM`)
+/// and `docker kill --signal` expect: the command decides what they mean,
+/// and corral exits with its status.
+pub const INIT: [Signal; 7] = [
+    Signal::TERM,
+    Signal::INT,
+    Signal::HUP,
+    Signal::QUIT,
+    Signal::USR1,
+    Signal::USR2,
+    Signal::WINCH,
+];
+
+/// What `signal` does when sent to `corral run` that is its PID namespace's
+/// init: [`INIT`]'s are passed on, the rest mean what [`meaning`] says.
+pub fn meaning_as_init(signal: Signal) -> Meaning {
+    if INIT.contains(&signal) {
+        Meaning::PassOn
+    } else {
+        meaning(signal)
+    }
+}
+
+/// The signals `corral run` handles as its PID namespace's init:
+/// [`run_handled`]'s and `SIGWINCH`, which does not end a process but which
+/// the kernel would not deliver to an init without a handler.
+pub fn init_handled() -> Vec<Signal> {
+    let mut handled = run_handled();
+    handled.push(Signal::WINCH);
+    handled
+}
+
 /// Blocks `SIGRTMAX`, which would end corral but which [`run_handled`]
 /// cannot include: sent to corral, it stays pending (not passed on). Call
 /// it before any thread starts, so that every thread inherits the block;

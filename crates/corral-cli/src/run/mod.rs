@@ -1,6 +1,7 @@
 //! `corral run`: the command as an owned tree, with `timeout(1)`'s interface.
 
 pub mod gnu;
+mod init;
 mod report;
 
 use std::{pin::pin, time::Instant};
@@ -37,7 +38,8 @@ pub fn main(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
 }
 
 async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<Status> {
-    let watch = signals::install(&signals::run_handled(), parent)?;
+    let mut init = init::Init::take_on()?;
+    let watch = signals::install(&init::handled(init.as_ref()), parent)?;
     let started = Instant::now();
     let Watch::Armed(mut signals) = watch else {
         say!("the parent process is already gone (counts as SIGTERM); the command was not started");
@@ -94,20 +96,21 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
         tokio::select! {
             biased;
             result = &mut wait => break (result, None),
-            signal = signals.recv() => match signals::meaning(signal) {
+            () = init::reap(&mut init) => {}
+            signal = signals.recv() => match init::meaning(init.as_ref(), signal) {
                 Meaning::End => {
                     if corral_verbose {
                         say!("received {signal}; ending the tree");
                     }
                     cancel.cancel();
-                    break ((&mut wait).await, Some(signal));
+                    break (init::reaping(&mut init, &mut wait).await, Some(signal));
                 }
                 Meaning::TimeUp => {
                     if corral_verbose {
                         say!("received {signal}: the time is up");
                     }
                     control.time_up();
-                    break ((&mut wait).await, None);
+                    break (init::reaping(&mut init, &mut wait).await, None);
                 }
                 Meaning::PassOn => {
                     if corral_verbose {
@@ -134,6 +137,7 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
         .map(|signal| format!("corral received {signal} and ended the tree"))
         .into_iter()
         .collect();
+    notes.extend(init::end_the_rest(&init, args, corral_verbose).await);
     // A watchdog that died and could not be replaced (fork refused, say)
     // left corral's own death unguarded: said even without -v.
     if let Some(reason) = corral::watchdog::lost() {

@@ -38,6 +38,7 @@ pub use cgroup::PARENT_VARIABLE as CGROUP_PARENT_VARIABLE;
 pub(crate) use controllers::{Applied as AppliedLimits, online_cpus};
 pub(crate) use leader::Leader;
 pub(crate) use recorded::{Ended, Named, Rebuilt, is_corral_leaf, rebuild, running_members};
+pub(crate) use registry::is_exempt;
 pub(crate) use registry::{Live, exempt, released, spawning, unexempt};
 pub(crate) use tree::{Prepared, Tree};
 
@@ -71,6 +72,16 @@ static SUBREAPER_CLAIMED: AtomicBool = AtomicBool::new(false);
 /// subreaper tree's own, and is treated as such.
 pub fn claim_subreaper() {
     SUBREAPER_CLAIMED.store(true, Ordering::SeqCst);
+}
+
+/// Whether this process's own machinery may wait for its exited child
+/// `pid` (a tree's leader, a spawn in progress, a helper of the host: see
+/// `registry::waits_for`), or reaps it itself: while a subreaper-backed tree
+/// runs, its scans reap the zombies it adopts and read them as the trail of
+/// a member that hops. Another reaper of this process leaves such a child
+/// alone.
+pub(crate) fn waits_for(pid: i32) -> bool {
+    subreaper::claimed() || registry::waits_for(pid)
 }
 
 /// Whether [`claim_subreaper`] was called.

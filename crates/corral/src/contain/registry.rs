@@ -173,6 +173,22 @@ pub(crate) fn is_exempt(process: (i32, u64)) -> bool {
         .contains(&process)
 }
 
+/// Whether something of this process may wait for its exited child `pid`
+/// and want its status: a spawn in progress (its leader may not be recorded
+/// yet), a live tree (its leader, reaped by its supervisor through its
+/// pidfd), or a helper of the host.
+pub(crate) fn waits_for(pid: i32) -> bool {
+    let busy = {
+        let table = table();
+        !table.pending.is_empty() || table.trees.values().any(|entry| entry.leader == pid)
+    };
+    busy || EXEMPT
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .any(|&(helper, _)| helper == pid)
+}
+
 /// Records processes a tree let go: no tree adopts them while they run.
 pub(crate) fn released(processes: impl IntoIterator<Item = (i32, u64)>) {
     table().released.extend(processes);

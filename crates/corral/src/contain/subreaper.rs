@@ -22,6 +22,11 @@ use crate::{
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 
+/// Whether a subreaper-backed tree holds the role now.
+pub(crate) fn claimed() -> bool {
+    ACTIVE.load(Ordering::SeqCst)
+}
+
 /// Whether the backend can work here at all.
 pub(crate) fn probe() -> Result<(), String> {
     if std::fs::metadata("/proc/self/stat").is_err() {

@@ -198,6 +198,32 @@ pub(crate) fn reap(raw: i32) -> io::Result<bool> {
     Ok(rustix::process::waitpid(Some(pid(raw)?), options)?.is_some())
 }
 
+/// `waitid(P_ALL, 0, WEXITED | WNOHANG | WNOWAIT)`: the pid of a child of
+/// ours that has exited, left unreaped (its status stays for whoever waits
+/// for it), if there is one. Which one, when several have, is the kernel's
+/// choice: the same one again until it is reaped.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/waitid.2.html>
+pub(crate) fn peek_exited_child() -> io::Result<Option<i32>> {
+    // SAFETY: `siginfo_t` is plain data, valid all zeroes; the kernel fills
+    // it, and `waitid` keeps no pointer to it after the call.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let options = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+    // SAFETY: `info` is a valid, writable `siginfo_t` for the call's length.
+    if unsafe { libc::waitid(libc::P_ALL, 0, &raw mut info, options) } == -1 {
+        let error = io::Error::last_os_error();
+        return match error.raw_os_error() {
+            Some(libc::ECHILD) => Ok(None),
+            _ => Err(error),
+        };
+    }
+    // SAFETY: `waitid` filled `info` for a child's state change (or left it
+    // zeroed with WNOHANG when none had changed): `si_pid` is set either way.
+    let pid = unsafe { info.si_pid() };
+    Ok((pid != 0).then_some(pid))
+}
+
 /// Whether the process behind `pidfd` has exited (the pidfd polls readable
 /// once it has: zombie or reaped), without waiting.
 ///
