@@ -16,6 +16,7 @@
 //! | [`wait`] | `wait_until(deadline, predicate)`, blocking and async |
 //! | [`paths`] | binaries under test ([`bin_path!`]), scratch files and dirs |
 //! | [`skip`] | what this machine can run, and `SKIPPED:` lines |
+//! | [`shapes`] | container-shaped lanes (`unshare`, bubblewrap) to run a program in |
 //! | [`this_process`] | the test process itself: subreaper, zombies, fds, CPU |
 //! | [`bench`](mod@bench) | the benchmarks' knobs, statistics and cgroup check |
 //!
@@ -26,6 +27,7 @@ pub mod guard;
 pub mod lines;
 pub mod paths;
 pub mod proc;
+pub mod shapes;
 pub mod skip;
 pub mod this_process;
 pub mod wait;

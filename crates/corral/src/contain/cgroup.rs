@@ -49,29 +49,83 @@ use super::{
 };
 use crate::{error::Error, identity, identity::ProcessInfo, signal::Signal, sys};
 
-/// Finds the cgroup v2 mount point in `/proc/self/mountinfo` text.
+/// A cgroup v2 mount as `/proc/self/mountinfo` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct V2Mount {
+    /// Where it is mounted.
+    pub(crate) point: PathBuf,
+    /// The cgroup shown at the mount point, as this process's cgroup
+    /// namespace names it (`/..` for one outside the namespace).
+    pub(crate) root: PathBuf,
+    /// The super options (the comma-separated list after the source).
+    options: String,
+}
+
+/// The cgroup v2 mount this process sees, in `/proc/self/mountinfo` text:
+/// of several, the last one that no later mount hides (one on its mount
+/// point or above it). A container that mounts cgroup2 over `/sys/fs/cgroup`
+/// still lists the mounts it inherited below it (a user namespace cannot
+/// unmount them), whose mount points now lead into the new mount.
+pub(crate) fn visible_v2_mount(mountinfo: &str) -> Option<V2Mount> {
+    // "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER"
+    let mounts: Vec<(PathBuf, Option<V2Mount>)> = mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let mut left = left.split_whitespace().skip(3);
+            let (root, point) = (unescape(left.next()?), unescape(left.next()?));
+            let mut right = right.split_whitespace();
+            let v2 = (right.next()? == "cgroup2").then(|| V2Mount {
+                point: point.clone(),
+                root,
+                options: right.nth(1).unwrap_or_default().to_owned(),
+            });
+            Some((point, v2))
+        })
+        .collect();
+    mounts
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, (point, v2))| {
+            let hidden = mounts[i + 1..]
+                .iter()
+                .any(|(later, _)| point.starts_with(later));
+            v2.clone().filter(|_| !hidden)
+        })
+}
+
+/// Finds the cgroup v2 mount point in `/proc/self/mountinfo` text (see
+/// [`visible_v2_mount`]).
 pub(crate) fn find_v2_mount(mountinfo: &str) -> Option<PathBuf> {
-    mountinfo.lines().find_map(|line| {
-        // "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER"
-        let (left, right) = line.split_once(" - ")?;
-        let fstype = right.split_whitespace().next()?;
-        (fstype == "cgroup2").then(|| left.split_whitespace().nth(4).map(unescape))?
-    })
+    visible_v2_mount(mountinfo).map(|mount| mount.point)
 }
 
 /// Whether the cgroup v2 mount that [`find_v2_mount`] picks has the
-/// `nsdelegate` super option (the comma-separated list after the source):
-/// then a cgroup namespace's root is a delegation boundary, and the kernel
-/// refuses to move a process in the namespace to a cgroup outside it.
+/// `nsdelegate` super option: then a cgroup namespace's root is a
+/// delegation boundary, and the kernel refuses to move a process in the
+/// namespace to a cgroup outside it.
 pub(crate) fn has_nsdelegate(mountinfo: &str) -> bool {
-    mountinfo
-        .lines()
-        .find_map(|line| {
-            let (_, right) = line.split_once(" - ")?;
-            let mut fields = right.split_whitespace();
-            (fields.next()? == "cgroup2").then(|| fields.nth(1).unwrap_or_default())
-        })
-        .is_some_and(|options| options.split(',').any(|o| o == "nsdelegate"))
+    visible_v2_mount(mountinfo)
+        .is_some_and(|mount| mount.options.split(',').any(|o| o == "nsdelegate"))
+}
+
+/// The directory of the cgroup `own` (as `/proc/self/cgroup` names it) in
+/// `mount`, or why the mount does not show it: mounted outside this
+/// process's cgroup namespace (its root reads `/..`), or a part of the
+/// hierarchy bound elsewhere that does not hold it.
+pub(crate) fn own_path(mount: &V2Mount, own: &str) -> Result<PathBuf, String> {
+    let relative = Path::new(own).strip_prefix(&mount.root).map_err(|_| {
+        format!(
+            "the cgroup v2 mount at {} shows the cgroup {}, which does not hold this \
+             process's cgroup {own} (a mount made outside this cgroup namespace): mount \
+             cgroup2 inside the namespace (mount -t cgroup2 none {})",
+            mount.point.display(),
+            mount.root.display(),
+            mount.point.display()
+        )
+    })?;
+    Ok(mount.point.join(relative))
 }
 
 /// Whether this machine's cgroup v2 mount has `nsdelegate` (read once).
@@ -183,13 +237,13 @@ pub(crate) fn foreign_owner(
 fn own_dir() -> Result<PathBuf, String> {
     static OWN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     OWN.get_or_init(|| {
-        let mount = find_v2_mount(mountinfo()?)
+        let mount = visible_v2_mount(mountinfo()?)
             .ok_or("no cgroup v2 hierarchy is mounted (cgroup2 not in /proc/self/mountinfo)")?;
         let own = fs::read_to_string("/proc/self/cgroup")
             .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
         let own = own_cgroup(&own)
             .ok_or("this process has no cgroup v2 path (no 0:: line in /proc/self/cgroup)")?;
-        Ok(mount.join(own.trim_start_matches('/')))
+        own_path(&mount, own)
     })
     .clone()
 }
@@ -1142,10 +1196,13 @@ pub(crate) fn mountinfo() -> Result<&'static str, String> {
     .map_err(Clone::clone)
 }
 
-/// The leaf's path as `/proc/PID/cgroup` shows it (relative to the mount).
+/// The leaf's path as `/proc/PID/cgroup` shows it (the mount's root, then
+/// the path below the mount point).
 fn own_relative(path: &Path) -> Option<String> {
+    static ROOT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let root = ROOT.get_or_init(|| Some(visible_v2_mount(mountinfo().ok()?)?.root));
     let relative = path.strip_prefix(mount()?).ok()?;
-    Some(format!("/{}", relative.display()))
+    Some(root.as_deref()?.join(relative).display().to_string())
 }
 
 #[cfg(test)]
@@ -1353,6 +1410,55 @@ mod tests {
         ] {
             assert_eq!(unescape(field), PathBuf::from(path), "{field:?}");
         }
+    }
+
+    /// mountinfo in a container made with `unshare` that mounted cgroup2
+    /// read-only over the hybrid host's `/sys/fs/cgroup` (the shape of
+    /// `corral-cli`'s `containers` tests).
+    const OVERMOUNTED: &str = "\
+47 46 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+57 47 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+65 47 0:38 / /sys/fs/cgroup ro,relatime - cgroup2 none rw,nsdelegate
+70 22 0:5 / /dev/null rw - devtmpfs udev rw
+";
+
+    #[test]
+    fn the_cgroup2_mount_over_an_inherited_one_is_the_one_used() {
+        assert_eq!(
+            find_v2_mount(OVERMOUNTED),
+            Some(PathBuf::from("/sys/fs/cgroup"))
+        );
+        assert!(has_nsdelegate(OVERMOUNTED));
+        // Hidden by a later mount above it, not only on it.
+        let tmpfs_over = format!("{HYBRID}50 31 0:40 / /sys/fs rw - tmpfs tmpfs rw\n");
+        assert_eq!(find_v2_mount(&tmpfs_over), None);
+        assert_eq!(
+            find_v2_mount(HYBRID),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+    }
+
+    #[test]
+    fn the_own_cgroup_is_found_below_the_mounts_root_or_refused() {
+        let mount = |root: &str| V2Mount {
+            point: PathBuf::from("/sys/fs/cgroup"),
+            root: PathBuf::from(root),
+            options: String::new(),
+        };
+        assert_eq!(
+            own_path(&mount("/"), "/a/b"),
+            Ok(PathBuf::from("/sys/fs/cgroup/a/b"))
+        );
+        // A part of the hierarchy bound at the mount point.
+        assert_eq!(
+            own_path(&mount("/a"), "/a/b"),
+            Ok(PathBuf::from("/sys/fs/cgroup/b"))
+        );
+        // Mounted outside this process's cgroup namespace (bubblewrap binds
+        // the host's mount into one): the mount point is not its cgroup.
+        let refused = own_path(&mount("/.."), "/").expect_err("refused");
+        assert!(refused.contains("mount -t cgroup2"), "{refused}");
+        assert!(own_path(&mount("/a"), "/ab").is_err());
     }
 
     #[test]
