@@ -279,6 +279,8 @@ impl Scene {
         match version {
             Ok(out) => println!("{}: {}", host.name(), out.trim()),
             Err(why) => {
+                // One line, as `scripts/test-unprivileged` lists them.
+                let why = why.split_whitespace().collect::<Vec<_>>().join(" ");
                 skipped(format!("{}: does not run here: {why}", host.name()));
                 return None;
             }
