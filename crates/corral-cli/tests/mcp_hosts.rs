@@ -63,7 +63,9 @@ const MARKER: &str = "CORRAL_MCP_HOST_MARKER";
 /// The server's name in every host's config.
 const SERVER: &str = "leaky";
 
-/// How long a host may take to list its servers (each starts in 1 to 5 s).
+/// How long a host may take to list its servers: a listing takes 1 to 5 s
+/// (up to 45 s on the loaded machine), and each entry bounds the server's
+/// start to 60 s (see [`Host::register`]).
 const HOST_LIMIT: Duration = Duration::from_secs(120);
 
 /// How long a guarded server's tree may take to end after the host exited:
