@@ -733,6 +733,14 @@ impl CgroupTree {
     /// of the leaf unremembered, and the step does not compete for the CPU
     /// with a tree that does (a fork bomb).
     pub(crate) fn signal(&mut self, signal: Signal) -> io::Result<Option<usize>> {
+        if signal == Signal::KILL {
+            // A throttled member reaches the freezer only when the limit
+            // lets it run: lifted first, the freeze takes its usual moment,
+            // not the final bound's time (a tree held to 1% of a CPU took
+            // half of a 1 s bound in the emulated guest, and a member was
+            // still exiting at its end).
+            self.unthrottle();
+        }
         let frozen = Frozen::freeze(&self.path);
         if signal == Signal::KILL {
             // Look (again, after a grace) for members and children of

@@ -61,13 +61,19 @@ async fn sessions_beyond_the_cap_are_refused_and_idle_ones_end() {
     assert_eq!(post(&url, PING, Some(&first)).await.status(), 200);
 
     // Idle for a second, both end: their ids are unknown, new ones are made.
+    // Two new ones, the cap: the second session, idle since its start, may
+    // end a moment before the first, which the ping kept alive, and a
+    // second new session is made only once the first has ended as well
+    // (`docs/flakes.md` (17)).
     let started = Instant::now();
-    while initialize(&url).await.is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "no session ended within 10 s of idling"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    for made in 0..2 {
+        while initialize(&url).await.is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{made} new session(s) made within 10 s of idling, 2 expected"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
     assert_eq!(post(&url, PING, Some(&first)).await.status(), 404);
 
