@@ -10,6 +10,7 @@
 //! | [`Shape::Unprivileged`] | user, PID, mount, UTS, IPC, network, cgroup | mounted read-only at `/sys/fs/cgroup` (Docker's default) | root of the user namespace, the caller outside |
 //! | [`Shape::Delegated`] | the same | mounted writable at `/sys/fs/cgroup`, the namespace rooted at a fresh cgroup owned by `nobody` (rootless Podman, a `Delegate=yes` unit) | root of the user namespace, `nobody` outside; needs root to make |
 //! | [`Shape::Bubblewrap`] | `bwrap --unshare-all` (user, PID, mount, UTS, IPC, network, cgroup) | the host's mounts, bound read-only with `/` | the caller |
+//! | [`Shape::BubblewrapNested`] | the same, started in a fresh cgroup below the caller's (as a desktop session's programs are) | the host's v2 mount bound writable, its root outside the namespace (`/..`) | root; needs root to make |
 //!
 //! Inside the unshare shapes the program is the PID namespace's first
 //! process (PID 1); inside bubblewrap, bwrap's own init is PID 1 and the
@@ -58,10 +59,14 @@ pub enum Shape {
     Delegated,
     /// A bubblewrap sandbox (`bwrap --unshare-all --die-with-parent`).
     Bubblewrap,
+    /// A bubblewrap sandbox started in a cgroup of its own below the
+    /// caller's, with the host's v2 mount bound writable: inside, that mount
+    /// shows the host's hierarchy from outside the cgroup namespace.
+    BubblewrapNested,
 }
 
 impl Shape {
-    /// Every shape.
+    /// The shapes of docs/guarantees.md's columns.
     pub const ALL: [Shape; 3] = [Shape::Unprivileged, Shape::Delegated, Shape::Bubblewrap];
 
     /// The shape's name in `SKIPPED:` lines and in docs/guarantees.md.
@@ -70,12 +75,16 @@ impl Shape {
             Shape::Unprivileged => "unprivileged-container",
             Shape::Delegated => "delegated-container",
             Shape::Bubblewrap => "bubblewrap",
+            Shape::BubblewrapNested => "bubblewrap-nested",
         }
     }
 
     /// The shape named `name` ([`Shape::name`]).
     pub fn named(name: &str) -> Option<Shape> {
-        Shape::ALL.into_iter().find(|s| s.name() == name)
+        Shape::ALL
+            .into_iter()
+            .chain([Shape::BubblewrapNested])
+            .find(|s| s.name() == name)
     }
 
     /// Makes the shape for a test (`name`: its scratch directory's name), and
@@ -84,7 +93,7 @@ impl Shape {
     /// cgroup, user namespaces refused).
     pub fn lane(self, name: &str) -> Result<Lane, String> {
         let tool = match self {
-            Shape::Bubblewrap => "/usr/bin/bwrap",
+            Shape::Bubblewrap | Shape::BubblewrapNested => "/usr/bin/bwrap",
             _ => "/usr/bin/unshare",
         };
         if !Path::new(tool).exists() {
@@ -99,9 +108,12 @@ impl Shape {
             shape: self,
             scratch,
             cgroup: None,
+            mount: None,
         };
-        if self == Shape::Delegated {
-            lane.delegate(name)?;
+        match self {
+            Shape::Delegated => lane.delegate(name, Some(NOBODY))?,
+            Shape::BubblewrapNested => lane.delegate(name, None)?,
+            _ => {}
         }
         let probe = lane
             .command("true")
@@ -128,8 +140,11 @@ pub struct Lane {
     /// A directory the program may write (bound writable into bubblewrap,
     /// owned by `nobody` in the delegated shape); its `TMPDIR`.
     scratch: PathBuf,
-    /// The delegated shape's cgroup, removed on drop.
+    /// The cgroup the shape starts in, where it has one of its own (the
+    /// delegated shape, the nested bubblewrap), removed on drop.
     cgroup: Option<PathBuf>,
+    /// The host's v2 mount, where the lane made a cgroup in it.
+    mount: Option<PathBuf>,
 }
 
 impl Lane {
@@ -162,11 +177,12 @@ impl Lane {
             .collect()
     }
 
-    /// Creates the delegated cgroup below this process's own (its name has
-    /// `name` and this process's pid) and hands it to `nobody`, as systemd
-    /// does for `Delegate=yes`: the directory, `cgroup.procs`,
-    /// `cgroup.subtree_control` and `cgroup.threads`.
-    fn delegate(&mut self, name: &str) -> Result<(), String> {
+    /// Creates the lane's cgroup below this process's own (its name has
+    /// `name` and this process's pid) and, with an `owner`, hands it to them
+    /// as systemd does for `Delegate=yes`: the directory, `cgroup.procs`,
+    /// `cgroup.subtree_control` and `cgroup.threads` (and the scratch
+    /// directory).
+    fn delegate(&mut self, name: &str, owner: Option<u32>) -> Result<(), String> {
         if !crate::is_root() {
             return Err("creating and delegating a cgroup needs root".to_owned());
         }
@@ -185,6 +201,10 @@ impl Lane {
             .join(format!("corral-shape-{}-{name}", std::process::id()));
         fs::create_dir(&cgroup).map_err(|e| format!("{}: {e}", cgroup.display()))?;
         self.cgroup = Some(cgroup.clone());
+        self.mount = Some(mount.to_owned());
+        let Some(owner) = owner else {
+            return Ok(());
+        };
         for file in [
             "",
             "cgroup.procs",
@@ -192,10 +212,10 @@ impl Lane {
             "cgroup.threads",
         ] {
             let path = cgroup.join(file);
-            chown(&path, Some(NOBODY), Some(NOBODY))
+            chown(&path, Some(owner), Some(owner))
                 .map_err(|e| format!("chown {}: {e}", path.display()))?;
         }
-        chown(&self.scratch, Some(NOBODY), Some(NOBODY))
+        chown(&self.scratch, Some(owner), Some(owner))
             .map_err(|e| format!("chown {}: {e}", self.scratch.display()))
     }
 
@@ -244,11 +264,25 @@ impl Lane {
                 push(&UNSHARE);
                 push(&["--", "/bin/sh", "-c", &mount_then_exec("rw"), "sh"]);
             }
-            Shape::Bubblewrap => {
+            Shape::Bubblewrap | Shape::BubblewrapNested => {
+                let mut binds = vec![self.scratch.clone()];
+                if let (Some(cgroup), Some(mount)) = (&self.cgroup, &self.mount) {
+                    // Into the fresh cgroup first: the cgroup namespace is
+                    // rooted there, below the root of the mount bound in.
+                    push(&[
+                        "/bin/sh",
+                        "-c",
+                        "echo $$ > \"$0/cgroup.procs\" && exec \"$@\"",
+                    ]);
+                    argv.push(cgroup.clone().into());
+                    binds.push(mount.clone());
+                }
+                let mut push = |items: &[&str]| argv.extend(items.iter().map(OsString::from));
                 push(&["/usr/bin/bwrap", "--unshare-all", "--die-with-parent"]);
                 push(&["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
-                let scratch = self.scratch.clone().into_os_string();
-                argv.extend([OsString::from("--bind"), scratch.clone(), scratch]);
+                for bind in binds {
+                    argv.extend([OsString::from("--bind"), bind.clone().into(), bind.into()]);
+                }
                 argv.push("--".into());
             }
         }

@@ -335,8 +335,16 @@ fn create_unique(
 }
 
 fn refused(parent: &Path, error: &io::Error) -> String {
+    let fix = if error.kind() == io::ErrorKind::ReadOnlyFilesystem {
+        // Root in a container does not help: the mount itself is read-only.
+        "the cgroup hierarchy is mounted read-only here, as in a container by default; give \
+         the container a writable cgroup of its own (rootless Podman, a systemd unit with \
+         Delegate=yes; see docs/containers.md)"
+    } else {
+        "run as root or in a delegated subtree (systemd Delegate=yes)"
+    };
     format!(
-        "cannot create a cgroup under {} ({error}); run as root or in a delegated subtree (systemd Delegate=yes)",
+        "cannot create a cgroup under {} ({error}); {fix}",
         parent.display()
     )
 }
@@ -1404,22 +1412,6 @@ mod tests {
         assert_eq!(status.signal(), Some(libc::SIGKILL));
     }
 
-    #[test]
-    fn unescape_decodes_only_a_backslash_and_three_octal_digits() {
-        for (field, path) in [
-            ("/a\\134b\\011c", "/a\\b\tc"),
-            ("/a\\0400", "/a 0"),
-            ("\\040a", " a"),
-            ("/a040b", "/a040b"),
-            ("/a\\04", "/a\\04"),
-            ("/a\\", "/a\\"),
-            ("/a\\089", "/a\\089"),
-            ("\\x040", "\\x040"),
-        ] {
-            assert_eq!(unescape(field), PathBuf::from(path), "{field:?}");
-        }
-    }
-
     /// mountinfo in a container made with `unshare` that mounted cgroup2
     /// read-only over the hybrid host's `/sys/fs/cgroup` (the shape of
     /// `corral-cli`'s `containers` tests).
@@ -1467,6 +1459,22 @@ mod tests {
         let refused = own_path(&mount("/.."), "/").expect_err("refused");
         assert!(refused.contains("mount -t cgroup2"), "{refused}");
         assert!(own_path(&mount("/a"), "/ab").is_err());
+    }
+
+    #[test]
+    fn unescape_decodes_only_a_backslash_and_three_octal_digits() {
+        for (field, path) in [
+            ("/a\\134b\\011c", "/a\\b\tc"),
+            ("/a\\0400", "/a 0"),
+            ("\\040a", " a"),
+            ("/a040b", "/a040b"),
+            ("/a\\04", "/a\\04"),
+            ("/a\\", "/a\\"),
+            ("/a\\089", "/a\\089"),
+            ("\\x040", "\\x040"),
+        ] {
+            assert_eq!(unescape(field), PathBuf::from(path), "{field:?}");
+        }
     }
 
     #[test]
