@@ -84,6 +84,38 @@ fn on_then_off_leaves_every_file_as_it_was_and_never_prints_a_secret() {
 
     let status = status_json(&home);
     assert_eq!(status["version"], 1);
+    // The document's shape is pinned: a change is a new version.
+    let keys = |value: &Value| -> Vec<String> {
+        let mut keys: Vec<String> = value
+            .as_object()
+            .expect("an object")
+            .keys()
+            .cloned()
+            .collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(
+        keys(&status),
+        [
+            "backups",
+            "corral",
+            "corral_warning",
+            "entries",
+            "ledger",
+            "problems",
+            "project",
+            "version"
+        ]
+    );
+    assert_eq!(keys(&status["ledger"]), ["cleared_environment", "here"]);
+    assert_eq!(
+        keys(&status["entries"][0]),
+        [
+            "command", "cwd", "env", "file", "guard", "host", "invalid", "name", "scope", "state",
+            "wrapper"
+        ]
+    );
     let states: Vec<(String, String)> = status["entries"]
         .as_array()
         .expect("entries")
