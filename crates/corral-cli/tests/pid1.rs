@@ -45,13 +45,13 @@ const SIGNALS: [(&str, Signal); 7] = [
 
 /// The inits compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Init {
+enum Pid1 {
     Corral,
     Tini,
     DumbInit,
 }
 
-impl Init {
+impl Pid1 {
     fn name(self) -> &'static str {
         match self {
             Self::Corral => "corral run",
@@ -108,13 +108,13 @@ struct Run {
 impl Run {
     /// Starts `init` on `script` and waits for its `ready` line. `None` if
     /// the init is not installed.
-    fn start(init: Init, script: &str, scratch: &Scratch, name: &str) -> Option<Self> {
+    fn start(init: Pid1, script: &str, scratch: &Scratch, name: &str) -> Option<Self> {
         Self::start_with(&[], init, script, scratch, name)
     }
 
     fn start_with(
         prefix: &[&str],
-        init: Init,
+        init: Pid1,
         script: &str,
         scratch: &Scratch,
         name: &str,
@@ -227,7 +227,7 @@ const ORPHANS: &str =
 
 /// How many of the eight orphans are zombies once they have all exited and
 /// the init has had 2 s to reap them.
-fn zombies(init: Init, scratch: &Scratch) -> Option<usize> {
+fn zombies(init: Pid1, scratch: &Scratch) -> Option<usize> {
     let mut run = Run::start(init, ORPHANS, scratch, "zombies")?;
     let pid = run.init.pid;
     let sleeping = || {
@@ -267,7 +267,7 @@ struct Passed {
 }
 
 /// Sends `signal` to the init of a command that traps it (and exits 3).
-fn pass(init: Init, name: &str, signal: Signal, scratch: &Scratch) -> Option<Passed> {
+fn pass(init: Pid1, name: &str, signal: Signal, scratch: &Scratch) -> Option<Passed> {
     let script =
         format!("trap 'echo got {name}; exit 3' {name}; echo ready; while :; do sleep 0.02; done");
     let run = Run::start(init, &script, scratch, &format!("signal-{name}"))?;
@@ -293,7 +293,7 @@ fn pass(init: Init, name: &str, signal: Signal, scratch: &Scratch) -> Option<Pas
 }
 
 /// The init's status when `SIGTERM` kills the command (`exec sleep`).
-fn killed_status(init: Init, scratch: &Scratch) -> Option<i32> {
+fn killed_status(init: Pid1, scratch: &Scratch) -> Option<i32> {
     let run = Run::start(init, "echo ready; exec sleep 1000", scratch, "killed")?;
     assert!(run.init.signal(Signal::TERM));
     Some(run.end().0)
@@ -330,7 +330,7 @@ struct Ended {
 
 /// The command starts two helpers that trap `SIGTERM` (one in its process
 /// group, one in a session of its own), then exits 0 on its cue.
-fn left_by_the_command(init: Init, scratch: &Scratch) -> Option<Ended> {
+fn left_by_the_command(init: Pid1, scratch: &Scratch) -> Option<Ended> {
     helper(scratch);
     let script = "sh \"$D/helper\" inside & setsid sh \"$D/helper\" inside & \
          while [ \"$(cat \"$D/inside\" 2>/dev/null | wc -l)\" -lt 2 ]; do sleep 0.01; done; \
@@ -343,7 +343,7 @@ fn left_by_the_command(init: Init, scratch: &Scratch) -> Option<Ended> {
 
 /// A helper enters the namespace from outside (`nsenter`, as `docker exec
 /// -d` does) and stays; then the command exits 0.
-fn entered_from_outside(init: Init, scratch: &Scratch) -> Option<Ended> {
+fn entered_from_outside(init: Pid1, scratch: &Scratch) -> Option<Ended> {
     let script =
         "echo ready; read cue; while [ ! -s \"$D/outsider\" ]; do sleep 0.01; done; exit 0";
     helper(scratch);
@@ -393,7 +393,7 @@ fn as_pid_1_corral_reaps_every_orphan_of_the_namespace() {
         return;
     }
     let scratch = Scratch::new("pid1-zombies");
-    assert_eq!(zombies(Init::Corral, &scratch), Some(0));
+    assert_eq!(zombies(Pid1::Corral, &scratch), Some(0));
 }
 
 /// As PID 1, each signal `docker stop` and `docker kill` send reaches the
@@ -408,13 +408,13 @@ fn as_pid_1_corral_passes_each_signal_on_and_exits_with_the_commands_status() {
     let scratch = Scratch::new("pid1-signals");
     let mut wrong = Vec::new();
     for (name, signal) in SIGNALS {
-        let passed = pass(Init::Corral, name, signal, &scratch).expect("corral");
+        let passed = pass(Pid1::Corral, name, signal, &scratch).expect("corral");
         if !passed.recorded || passed.status != 3 {
             wrong.push((name, passed));
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
-    assert_eq!(killed_status(Init::Corral, &scratch), Some(143));
+    assert_eq!(killed_status(Pid1::Corral, &scratch), Some(143));
 }
 
 /// As PID 1, what is left in the namespace once the command's tree has
@@ -427,7 +427,7 @@ fn as_pid_1_corral_ends_what_is_left_in_the_namespace_and_says_so() {
         return;
     }
     let scratch = Scratch::new("pid1-outsider");
-    let ended = entered_from_outside(Init::Corral, &scratch).expect("corral");
+    let ended = entered_from_outside(Pid1::Corral, &scratch).expect("corral");
     assert_eq!(ended.status, 0, "{ended:#?}");
     assert_eq!(ended.gracefully, 1, "{ended:#?}");
     assert!(ended.said, "{ended:#?}");
@@ -470,7 +470,7 @@ fn as_pid_1_of_an_unprivileged_namespace_corral_reaps_and_passes_signals() {
     // `Run::start_with` appends `unshare --pid ...` after the prefix: the
     // user namespace's unshare runs it.
     let mut run =
-        Run::start_with(&user_prefix, Init::Corral, ORPHANS, &scratch, "userns").expect("corral");
+        Run::start_with(&user_prefix, Pid1::Corral, ORPHANS, &scratch, "userns").expect("corral");
     let pid = run.init.pid;
     let zombies = || {
         children(pid)
@@ -494,7 +494,7 @@ fn as_pid_1_of_an_unprivileged_namespace_corral_reaps_and_passes_signals() {
     run.cue();
     assert_eq!(run.end().0, 0);
     let script = "trap 'echo got INT; exit 3' INT; echo ready; while :; do sleep 0.02; done";
-    let run = Run::start_with(&user_prefix, Init::Corral, script, &scratch, "userns-int")
+    let run = Run::start_with(&user_prefix, Pid1::Corral, script, &scratch, "userns-int")
         .expect("corral");
     assert!(run.init.signal(Signal::INT));
     assert_eq!(
@@ -506,7 +506,7 @@ fn as_pid_1_of_an_unprivileged_namespace_corral_reaps_and_passes_signals() {
 
 /// One init's row of the comparison.
 struct Row {
-    init: Init,
+    init: Pid1,
     zombies: usize,
     signals: Vec<(&'static str, Passed)>,
     killed: i32,
@@ -515,7 +515,7 @@ struct Row {
     outsider: Ended,
 }
 
-fn row(init: Init) -> Option<Row> {
+fn row(init: Pid1) -> Option<Row> {
     let scratch = |name: &str| Scratch::new(&format!("pid1-table-{name}"));
     let zombies = zombies(init, &scratch("zombies"))?;
     let mut signals = Vec::new();
@@ -551,7 +551,7 @@ fn pid_1_side_by_side_with_tini_and_dumb_init() {
         return;
     }
     let mut rows = Vec::new();
-    for init in [Init::Corral, Init::Tini, Init::DumbInit] {
+    for init in [Pid1::Corral, Pid1::Tini, Pid1::DumbInit] {
         match row(init) {
             Some(row) => rows.push(row),
             None => return,

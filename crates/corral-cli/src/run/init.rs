@@ -100,10 +100,12 @@ pub async fn end_the_rest(init: &Option<Init>, args: &RunArgs, verbose: bool) ->
     if init.is_none() {
         return Vec::new();
     }
-    let mut policy = Policy::default();
-    policy.signal = args.signal.0;
-    policy.grace = args.kill_after;
-    policy.final_bound = args.final_bound;
+    let policy = Policy {
+        signal: args.signal.0,
+        grace: args.kill_after,
+        final_bound: args.final_bound,
+        ..Policy::default()
+    };
     let rest = init::end_the_rest(&policy).await;
     notes(&rest, verbose)
 }
