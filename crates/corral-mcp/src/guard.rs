@@ -16,7 +16,7 @@
 //! - [`edit`]: where an entry's `command` and `args` are, and the text
 //!   edits of `on` and `off`, the same for both formats.
 //! - [`entry`]: what an entry starts and its [`State`].
-//! - [`file`]: the trust rule, the atomic write that keeps a host's
+//! - [`file`](mod@file): the trust rule, the atomic write that keeps a host's
 //!   concurrent change, the backups; `record`: what `on` replaced.
 
 pub mod edit;

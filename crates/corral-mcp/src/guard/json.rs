@@ -319,9 +319,17 @@ pub fn sites(
     let Some(members) = node.as_object() else {
         return Vec::new();
     };
+    // An entry is an object; a member named in `skip` is a container
+    // unless it looks like an entry itself.
+    let entry_like = |node: &Node| {
+        ["command", "type", "url"]
+            .iter()
+            .any(|k| node.get(k).is_some())
+    };
     members
         .iter()
-        .filter(|m| !(skip.contains(&m.key.as_str()) && m.value.as_object().is_some()))
+        .filter(|m| m.value.as_object().is_some())
+        .filter(|m| !skip.contains(&m.key.as_str()) || entry_like(&m.value))
         .map(|member| site(text, member, container))
         .collect()
 }

@@ -546,6 +546,16 @@ fn selectors_pick_hosts_and_servers_and_a_dry_run_writes_nothing() {
 }
 
 #[test]
+fn an_opencode_server_named_servers_is_an_entry_not_a_container() {
+    let machine = Machine::new("guard-servers-name");
+    let text = r#"{"mcp": {"servers": {"type": "local", "command": ["srv"]}, "other": 1}}"#;
+    machine.write(machine.home().join(".config/opencode/opencode.json"), text);
+    let states = machine.states();
+    assert_eq!(states.len(), 1, "{states:?}");
+    assert_eq!(states["opencode/servers"], (State::Unguarded, words("srv")));
+}
+
+#[test]
 fn a_symlinked_config_is_changed_where_it_points_and_stays_a_link() {
     let machine = Machine::new("guard-symlink");
     let target = machine.write(machine.home().join("dotfiles/cursor-mcp.json"), CURSOR);
