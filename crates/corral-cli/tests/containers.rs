@@ -1,6 +1,7 @@
 //! corral where agents run: in container shapes the test makes itself
 //! (`corral_tests::shapes`: an unprivileged container, a container with a
-//! delegated cgroup, a bubblewrap sandbox; docs/containers.md). Each test
+//! delegated cgroup, a bubblewrap sandbox, and one test of bubblewrap
+//! started from a nested cgroup; docs/containers.md). Each test
 //! runs itself again inside the shape (this binary, `--exact` its own name,
 //! with `CORRAL_SHAPE_INNER` naming the shape), and the inner run does the
 //! work: the backend corral picks and why, the containment matrix's fixtures
