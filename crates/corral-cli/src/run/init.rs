@@ -128,9 +128,12 @@ fn notes(rest: &Rest, verbose: bool) -> Vec<String> {
         .iter()
         .map(|p| format!("{} ({})", p.pid, printable(&p.command)))
         .collect();
+    let count = match rest.found.len() {
+        1 => "1 process".to_owned(),
+        n => format!("{n} processes"),
+    };
     let note = format!(
-        "as PID 1: {} process(es) of the namespace outlived the command's tree and were ended: {}",
-        rest.found.len(),
+        "as PID 1: {count} of the namespace outlived the command's tree and were ended: {}",
         listed.join(", ")
     );
     say!("{note}");
