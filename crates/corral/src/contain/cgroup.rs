@@ -62,10 +62,10 @@ pub(crate) struct V2Mount {
 }
 
 /// The cgroup v2 mount this process sees, in `/proc/self/mountinfo` text:
-/// of several, the last one that no later mount hides (one on its mount
-/// point or above it). A container that mounts cgroup2 over `/sys/fs/cgroup`
-/// still lists the mounts it inherited below it (a user namespace cannot
-/// unmount them), whose mount points now lead into the new mount.
+/// the first one that no later mount hides (one on its mount point or above
+/// it). A container that mounts cgroup2 over `/sys/fs/cgroup` still lists
+/// the mounts it inherited below it (a user namespace cannot unmount them),
+/// whose mount points now lead into the new mount.
 pub(crate) fn visible_v2_mount(mountinfo: &str) -> Option<V2Mount> {
     // "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER"
     let mounts: Vec<(PathBuf, Option<V2Mount>)> = mountinfo
@@ -83,16 +83,12 @@ pub(crate) fn visible_v2_mount(mountinfo: &str) -> Option<V2Mount> {
             Some((point, v2))
         })
         .collect();
-    mounts
-        .iter()
-        .enumerate()
-        .rev()
-        .find_map(|(i, (point, v2))| {
-            let hidden = mounts[i + 1..]
-                .iter()
-                .any(|(later, _)| point.starts_with(later));
-            v2.clone().filter(|_| !hidden)
-        })
+    mounts.iter().enumerate().find_map(|(i, (point, v2))| {
+        let hidden = mounts[i + 1..]
+            .iter()
+            .any(|(later, _)| point.starts_with(later));
+        v2.clone().filter(|_| !hidden)
+    })
 }
 
 /// Finds the cgroup v2 mount point in `/proc/self/mountinfo` text (see
@@ -1432,6 +1428,13 @@ mod tests {
         // Hidden by a later mount above it, not only on it.
         let tmpfs_over = format!("{HYBRID}50 31 0:40 / /sys/fs rw - tmpfs tmpfs rw\n");
         assert_eq!(find_v2_mount(&tmpfs_over), None);
+        // Of two visible ones, the first (the system's, not one mounted
+        // later elsewhere).
+        let second = format!("{HYBRID}51 22 0:38 / /mnt/cg rw - cgroup2 cgroup2 rw\n");
+        assert_eq!(
+            find_v2_mount(&second),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
         assert_eq!(
             find_v2_mount(HYBRID),
             Some(PathBuf::from("/sys/fs/cgroup/unified"))
