@@ -3,7 +3,8 @@
 //! where agents run (docs/containers.md). Each [`Shape`] builds the command
 //! line that runs a program inside it; [`Lane`] holds what the shape needs
 //! while it runs (a scratch directory the program may write; for the
-//! delegated shape, the delegated cgroup) and removes it on drop.
+//! delegated shape and the nested bubblewrap, the cgroup it starts in) and
+//! removes it on drop.
 //!
 //! | shape | namespaces | cgroup2 inside | as |
 //! |---|---|---|---|
@@ -47,6 +48,13 @@ const UNSHARE: [&str; 11] = [
     "--ipc",
     "--net",
     "--cgroup",
+];
+
+/// Moves itself into the cgroup named next (as root), then runs the rest.
+const ENTER_CGROUP: [&str; 3] = [
+    "/bin/sh",
+    "-c",
+    "echo $$ > \"$0/cgroup.procs\" && exec \"$@\"",
 ];
 
 /// One container shape.
@@ -251,11 +259,7 @@ impl Lane {
                     .expect("a delegated lane has its cgroup");
                 // Into the delegated cgroup (as root), then nobody, then the
                 // namespaces: the cgroup namespace is rooted where it began.
-                push(&[
-                    "/bin/sh",
-                    "-c",
-                    "echo $$ > \"$0/cgroup.procs\" && exec \"$@\"",
-                ]);
+                push(&ENTER_CGROUP);
                 argv.push(cgroup.clone().into());
                 let mut push = |items: &[&str]| argv.extend(items.iter().map(OsString::from));
                 let ids = format!("{NOBODY}");
@@ -269,11 +273,7 @@ impl Lane {
                 if let (Some(cgroup), Some(mount)) = (&self.cgroup, &self.mount) {
                     // Into the fresh cgroup first: the cgroup namespace is
                     // rooted there, below the root of the mount bound in.
-                    push(&[
-                        "/bin/sh",
-                        "-c",
-                        "echo $$ > \"$0/cgroup.procs\" && exec \"$@\"",
-                    ]);
+                    push(&ENTER_CGROUP);
                     argv.push(cgroup.clone().into());
                     binds.push(mount.clone());
                 }
