@@ -4,7 +4,7 @@
 use std::{
     path::PathBuf,
     sync::{
-        Arc,
+        Arc, OnceLock,
         atomic::{AtomicBool, Ordering},
     },
 };
@@ -44,6 +44,9 @@ pub struct Child {
     pub(crate) stderr_tap: Option<OutputTap>,
     pub(crate) stop: CancellationToken,
     pub(crate) time_up: CancellationToken,
+    /// The first signal [`Control::end_with`] asked for, instead of the
+    /// policy's.
+    pub(crate) first_signal: Arc<OnceLock<Signal>>,
     pub(crate) signals: mpsc::UnboundedSender<Signal>,
     pub(crate) dropped: Arc<AtomicBool>,
     pub(crate) result: Option<oneshot::Receiver<Finished>>,
@@ -56,6 +59,7 @@ pub struct Child {
 pub struct Control {
     stop: CancellationToken,
     time_up: CancellationToken,
+    first_signal: Arc<OnceLock<Signal>>,
     signals: mpsc::UnboundedSender<Signal>,
 }
 
@@ -77,6 +81,16 @@ impl Control {
 
     /// As [`Child::terminate`].
     pub fn terminate(&self) {
+        self.stop.cancel();
+    }
+
+    /// Ends the tree now as [`terminate`](Self::terminate) does, with
+    /// `signal` as the policy's first signal (then its grace and `SIGKILL`):
+    /// what `timeout(1)` does with a signal it receives, which it passes on
+    /// to its command. Only the first call's signal counts, and only if the
+    /// cleanup has not begun.
+    pub fn end_with(&self, signal: Signal) {
+        let _ = self.first_signal.set(signal);
         self.stop.cancel();
     }
 }
@@ -130,6 +144,7 @@ impl Child {
         Control {
             stop: self.stop.clone(),
             time_up: self.time_up.clone(),
+            first_signal: Arc::clone(&self.first_signal),
             signals: self.signals.clone(),
         }
     }

@@ -133,9 +133,20 @@ impl SignalWatch {
     /// # Errors
     /// If a disposition cannot be read or a handler cannot be installed.
     pub fn install(signals: &[Signal]) -> io::Result<Self> {
+        Self::install_overriding(signals, &[])
+    }
+
+    /// [`install`](Self::install), with handlers for those of `signals` in
+    /// `even_if_ignored` whatever their disposition at start-up, as GNU
+    /// `timeout` installs its own: the command then starts with them at
+    /// their defaults (`exec` resets a handled signal), not ignored.
+    ///
+    /// # Errors
+    /// As [`install`](Self::install).
+    pub fn install_overriding(signals: &[Signal], even_if_ignored: &[Signal]) -> io::Result<Self> {
         let mut streams = Vec::with_capacity(signals.len());
         for &signal in signals {
-            if is_ignored(signal)? {
+            if !even_if_ignored.contains(&signal) && is_ignored(signal)? {
                 tracing::debug!(%signal, "ignored at start-up: left ignored");
                 continue;
             }

@@ -142,7 +142,38 @@ pub enum Watch {
 /// If a disposition cannot be read, a handler cannot be installed or the
 /// kernel refuses the parent-death setting.
 pub fn install(handled: &[Signal], parent: i32) -> anyhow::Result<Watch> {
-    let signals = SignalWatch::install(handled).context("installing the signal handlers")?;
+    install_overriding(handled, &[], parent)
+}
+
+/// The signals GNU `timeout` handles whatever its parent left ignored:
+/// `SIGALRM`, `SIGINT`, `SIGQUIT`, `SIGHUP`, `SIGTERM` and its `--signal`.
+/// Its command starts with them at their defaults: a `timeout 10 CMD &` in
+/// a script (whose shell ignores `SIGINT` and `SIGQUIT` for background
+/// jobs) still lets CMD trap `SIGINT`.
+pub fn gnu_handled(signal: Option<Signal>) -> Vec<Signal> {
+    let mut handled = vec![
+        Signal::ALRM,
+        Signal::INT,
+        Signal::QUIT,
+        Signal::HUP,
+        Signal::TERM,
+    ];
+    handled.extend(signal.filter(|s| !handled.contains(s)));
+    handled
+}
+
+/// [`install`], with handlers for `even_if_ignored` whatever the parent
+/// left (the `timeout` personality: [`gnu_handled`]).
+///
+/// # Errors
+/// As [`install`].
+pub fn install_overriding(
+    handled: &[Signal],
+    even_if_ignored: &[Signal],
+    parent: i32,
+) -> anyhow::Result<Watch> {
+    let signals = SignalWatch::install_overriding(handled, even_if_ignored)
+        .context("installing the signal handlers")?;
     // Armed only once SIGTERM has a handler, or the parent's death would
     // kill corral without a cleanup. Without one (SIGTERM ignored at
     // start-up), the parent's death is not watched, but a parent already

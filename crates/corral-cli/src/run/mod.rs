@@ -39,7 +39,12 @@ pub fn main(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
 
 async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<Status> {
     let mut init = init::Init::take_on()?;
-    let watch = signals::install(&init::handled(init.as_ref()), parent)?;
+    // As `timeout`, GNU's handlers whatever the parent left ignored.
+    let gnu = match args.timeout_name {
+        Some(_) => signals::gnu_handled(args.signal.0),
+        None => Vec::new(),
+    };
+    let watch = signals::install_overriding(&init::handled(init.as_ref()), &gnu, parent)?;
     let started = Instant::now();
     let Watch::Armed(mut signals) = watch else {
         say!("the parent process is already gone (counts as SIGTERM); the command was not started");
@@ -102,7 +107,12 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
                     if corral_verbose {
                         say!("received {signal}; ending the tree");
                     }
-                    cancel.cancel();
+                    // As `timeout`, the signal received is the one passed
+                    // on, as GNU's: then the grace (-k) and SIGKILL.
+                    match args.timeout_name {
+                        Some(_) => control.end_with(signal),
+                        None => cancel.cancel(),
+                    }
                     break (init::reaping(&mut init, &mut wait).await, Some(signal));
                 }
                 Meaning::TimeUp => {

@@ -37,6 +37,7 @@ mod walker;
 pub use cgroup::PARENT_VARIABLE as CGROUP_PARENT_VARIABLE;
 pub(crate) use controllers::{Applied as AppliedLimits, online_cpus};
 pub(crate) use leader::Leader;
+pub(crate) use nested::recognise as recognise_nested;
 pub(crate) use recorded::{Ended, Named, Rebuilt, is_corral_leaf, rebuild, running_members};
 pub(crate) use registry::is_exempt;
 pub(crate) use registry::{Live, exempt, released, spawning, unexempt};

@@ -24,13 +24,28 @@
 //! the inner tree re-parented out of it is not linked, and gets the signal
 //! directly, as before.
 
-use std::{collections::HashMap, os::unix::fs::MetadataExt, path::Path};
+use std::{collections::HashMap, os::unix::fs::MetadataExt, path::Path, sync::Mutex};
 
 use crate::identity;
 
 /// How many parent links a climb follows at most (a chain of processes that
 /// long is a fork bomb's, not a supervisor's).
 const MAX_DEPTH: usize = 4096;
+
+/// The (device, inode) of the executable recognised as corral: the watchdog
+/// executable, told by the supervisor at each spawn ([`recognise`]).
+static CORRAL: Mutex<Option<(u64, u64)>> = Mutex::new(None);
+
+/// Recognises `executable` (the watchdog executable, if there is one) as
+/// corral from now on.
+pub(crate) fn recognise(executable: Option<&Path>) {
+    let file = executable
+        .and_then(|path| std::fs::metadata(path).ok())
+        .map(|meta| (meta.dev(), meta.ino()));
+    *CORRAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = file;
+}
 
 /// One signal step's view of the nested supervisors: what it learns of each
 /// pid is kept for the step only.
@@ -51,15 +66,12 @@ pub(crate) struct Nested {
 impl Nested {
     /// The view for one signal step.
     pub(crate) fn new() -> Self {
-        let mut corral = Vec::new();
-        let mut add = |path: &Path| {
-            if let Ok(meta) = std::fs::metadata(path) {
-                corral.push((meta.dev(), meta.ino()));
-            }
-        };
-        if let Ok(path) = crate::owner::watchdog::executable() {
-            add(&path);
-        }
+        let corral = CORRAL
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .copied()
+            .collect();
         Self {
             corral,
             own: std::process::id().cast_signed(),

@@ -86,6 +86,9 @@ impl Command {
 pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
     let spawned = spawn_tree(command);
     owner::startup_sweep();
+    // A corral nested in a tree is one running the watchdog executable
+    // (`contain/nested.rs`); told after the spawn, off the leader's path.
+    contain::recognise_nested(owner::watchdog::executable().ok().as_deref());
     spawned
 }
 
@@ -182,6 +185,7 @@ fn spawn_tree(command: Command) -> Result<Child, Error> {
 
     let stop = CancellationToken::new();
     let time_up = CancellationToken::new();
+    let first_signal = Arc::new(std::sync::OnceLock::new());
     let (signals, forward) = mpsc::unbounded_channel();
     let dropped = Arc::new(AtomicBool::new(false));
     let (sender, receiver) = oneshot::channel();
@@ -197,6 +201,7 @@ fn spawn_tree(command: Command) -> Result<Child, Error> {
         started,
         stop: stop.clone(),
         time_up: time_up.clone(),
+        first_signal: Arc::clone(&first_signal),
         forward,
         dropped: Arc::clone(&dropped),
         stdout: stdout_reader,
@@ -218,6 +223,7 @@ fn spawn_tree(command: Command) -> Result<Child, Error> {
         stderr_tap,
         stop,
         time_up,
+        first_signal,
         signals,
         dropped,
         result: Some(receiver),
@@ -395,6 +401,8 @@ struct Supervision {
     stop: CancellationToken,
     /// [`Control::time_up`](crate::child::Control::time_up).
     time_up: CancellationToken,
+    /// [`Control::end_with`](crate::child::Control::end_with)'s signal.
+    first_signal: Arc<std::sync::OnceLock<Signal>>,
     /// Signals to pass on to the tree while it runs ([`Control::signal`](crate::child::Control::signal)).
     forward: mpsc::UnboundedReceiver<Signal>,
     dropped: Arc<AtomicBool>,
@@ -582,10 +590,14 @@ impl Supervision {
     /// Applies the policy until the tree is empty or the final bound passes.
     async fn terminate(&mut self, report: &mut CleanupReport) {
         let on_signal = &self.command.on_signal;
+        let mut policy = self.command.policy;
+        if let Some(&signal) = self.first_signal.get() {
+            policy.signal = Some(signal);
+        }
         drive::terminate(
             &mut self.tree,
             wait_exit(&self.leader),
-            self.command.policy,
+            policy,
             self.started,
             report,
             on_signal,
