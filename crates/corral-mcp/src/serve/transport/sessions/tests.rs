@@ -152,18 +152,18 @@ async fn one_client_holds_at_most_half_the_sessions_and_ended_ones_free_its_shar
         .await
         .expect("bob's session after one ended");
 
-    // Sessions that idle out free it too.
+    // Sessions that idle out free it too: both of bob's, each in its turn
+    // (the one made before the delete ends first; `docs/flakes.md` (17)).
     let started = Instant::now();
-    while initialize_as(&url, bob).await.is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "bob's idle sessions still count after 10 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    for made in 0..2 {
+        while initialize_as(&url, bob).await.is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "bob's idle sessions still count after 10 s ({made} new made)"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
-    initialize_as(&url, bob)
-        .await
-        .expect("bob's second session after idling");
 
     stop.cancel();
     server.await.expect("joined").expect("served");
