@@ -552,3 +552,71 @@ async fn subreaper_tree_never_reaps_another_trees_leader() {
     )
     .await;
 }
+
+/// The reaper of a supervisor that is its PID namespace's init
+/// (`corral::init::reap_orphans`), run over and over on a thread of its
+/// own while trees run: it reaps a child nobody waits for, and never a
+/// tree's leader, whose status is the tree's outcome (each leader here
+/// exits 7 and is a zombie while its tree is ended).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_init_reaper_never_takes_a_trees_leader() {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let reaping = Arc::clone(&stop);
+    let reaper = std::thread::spawn(move || {
+        let mut reaped = 0;
+        while !reaping.load(Ordering::SeqCst) {
+            reaped += corral::init::reap_orphans();
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        reaped
+    });
+    // Nobody's: std's `Child` dropped without a wait.
+    let stray = std::process::Command::new("true")
+        .spawn()
+        .expect("spawn true");
+    let stray = Proc::of(stray.id() as i32);
+    let mut outcomes = Vec::new();
+    for backend in [
+        Backend::Group,
+        Backend::Cgroup,
+        Backend::Group,
+        Backend::Cgroup,
+    ] {
+        // Bounded: a supervisor whose leader was reaped by someone else
+        // never finishes (its supervisor spins on the gone status).
+        let run = tokio::time::timeout(
+            Duration::from_secs(10),
+            Command::new("sh")
+                .args(["-c", "sleep 0.05 & exit 7"])
+                .backend(BackendChoice::Only(backend))
+                .grace(Duration::from_secs(1))
+                .run(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{backend:?}: the tree's call did not return within 10 s"));
+        match run {
+            Err(Error::BackendUnavailable { .. }) => continue,
+            other => outcomes.push((backend, other.map(|f| f.outcome))),
+        }
+    }
+    let gone = wait_until_async(Duration::from_secs(5), || {
+        stray.is_none_or(|p| corral_tests::stat(p.pid).is_none_or(|s| s.start_time != p.start_time))
+    })
+    .await;
+    stop.store(true, Ordering::SeqCst);
+    let reaped = reaper.join().expect("the reaper thread");
+    for (backend, outcome) in &outcomes {
+        assert!(
+            matches!(outcome, Ok(Outcome::Exited { code: 7 })),
+            "{backend:?}: {outcome:?}"
+        );
+    }
+    assert!(
+        gone && reaped >= 1,
+        "the stray child was not reaped ({reaped} reaped)"
+    );
+}
