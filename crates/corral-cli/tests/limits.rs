@@ -330,14 +330,16 @@ fn a_cgroup_parent_below_one_another_user_owns_is_refused_by_root() {
 /// The CPU-time budget is read when it could be spent at the earliest, every
 /// online CPU busy, not only those of corral's own affinity: a tree that
 /// widens its affinity to CPUs corral may not use does not outrun the
-/// checks. Counted from corral's affinity, the first check of a 3 s budget
-/// comes after 3 s of wall time, 1.5 s after two busy CPUs spent it.
+/// checks. Counted from corral's one CPU, the first check of a 1 s budget
+/// comes after 1 s of wall time, when two busy CPUs have spent 2 s.
 ///
 /// What is measured is corral's lateness: how long after the budget was
 /// spent, at the tree's own average rate (CPU used over the run's wall
-/// time), the tree was ended. It does not assume the tree got every CPU,
-/// nor that corral woke within a few milliseconds (in the emulated guest on
-/// a loaded host it came 0.4 s late: `docs/flakes.md` (7)).
+/// time), the tree was ended. Counted from one CPU, that is 1 - 1 / rate
+/// seconds (0.5 s at two CPUs); the bound is half of it. A tree that got
+/// less than 1.5 CPUs on average cannot tell the two apart (the run of
+/// `docs/flakes.md` (7) got 1.44, and came 0.4 s late under emulation): the
+/// test then says SKIPPED.
 #[test]
 fn a_tree_that_widens_its_cpu_affinity_does_not_overrun_its_cpu_time_budget() {
     if skip::cgroup_parent().is_none() {
@@ -365,7 +367,7 @@ fn a_tree_that_widens_its_cpu_affinity_does_not_overrun_its_cpu_time_budget() {
             "-t",
             "60",
             "--cpu-time",
-            "3",
+            "1",
             "--report",
         ])
         .arg(&report)
@@ -379,22 +381,19 @@ fn a_tree_that_widens_its_cpu_affinity_does_not_overrun_its_cpu_time_budget() {
     let report: Value = read_report(&report);
     let used = report["limits"]["cpu_used"].as_f64().expect("cpu_used");
     let wall = report["durations"]["run"].as_f64().expect("durations.run");
-    assert!(used >= 3.0, "ended before its budget was spent: {report}");
+    assert!(used >= 1.0, "ended before its budget was spent: {report}");
     let rate = used / wall;
     if rate < 1.5 {
-        // The tree never kept more than about one CPU busy: a check counted
-        // from corral's one CPU would not have come late either.
-        return skip::skipped(&format!(
+        return skip::skipped(format!(
             "the tree got {rate:.2} CPUs on average, too few to tell"
         ));
     }
-    // Counted from one CPU the check comes at 3 s of wall time, at least
-    // 3 - 3 / rate = 1 s after the budget was spent.
-    let late = (used - 3.0) / rate;
+    let late = (used - 1.0) / rate;
+    let bound = (1.0 - 1.0 / rate) / 2.0;
     assert!(
-        late < 0.75,
-        "a 3 s budget ended {late:.2} s after it was spent ({used} s of CPU \
-         over {wall} s): {report}"
+        late < bound,
+        "a 1 s budget ended {late:.2} s after it was spent (bound {bound:.2} s; {used} s of \
+         CPU over {wall} s): {report}"
     );
 }
 
