@@ -63,7 +63,8 @@ fn in_shape(shape: Shape, test: &str, body: fn(Shape)) {
     let stderr = drain(child.stderr.take());
     let mut guard = Guard::new(child);
     let status = guard.wait_exit(INNER_LIMIT);
-    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+    let stdout = stdout.join().expect("the stdout reader");
+    let stderr = stderr.join().expect("the stderr reader");
     // The inner run's lines, `SKIPPED:` ones included, become this test's.
     print!("{stdout}");
     eprint!("{stderr}");
@@ -108,11 +109,10 @@ fn beside_corral(name: &str) -> PathBuf {
 /// one, its ancestors (bubblewrap's init) and `spared`.
 fn namespace_processes(spared: &[Proc]) -> Vec<(Proc, String)> {
     let mut ancestors = vec![std::process::id() as i32];
-    while let Some(parent) = stat(*ancestors.last().unwrap()).map(|s| s.ppid) {
-        if parent <= 0 {
-            break;
-        }
+    let mut pid = ancestors[0];
+    while let Some(parent) = stat(pid).map(|s| s.ppid).filter(|&p| p > 0) {
         ancestors.push(parent);
+        pid = parent;
     }
     std::fs::read_dir("/proc")
         .expect("/proc")
