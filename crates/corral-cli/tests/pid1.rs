@@ -439,33 +439,39 @@ fn as_pid_1_corral_ends_what_is_left_in_the_namespace_and_says_so() {
 
 /// The same as an unprivileged user would run it: a user namespace with
 /// root mapped (`unshare --user --map-root-user`, no cgroup to write, so
-/// the subreaper backend), entered as `nobody`: orphans reaped, signals
-/// passed on.
+/// the subreaper backend), entered as `nobody` when the test runs as root,
+/// as the test's own user otherwise (`scripts/test-unprivileged`): orphans
+/// reaped, signals passed on.
 #[test]
 fn as_pid_1_of_an_unprivileged_namespace_corral_reaps_and_passes_signals() {
-    if !namespaces() {
+    if !Path::new(UNSHARE).exists() {
+        corral_tests::skipped(format!("{UNSHARE} is not installed (util-linux)"));
         return;
     }
     let scratch = Scratch::new("pid1-unprivileged");
-    let prefix = [
-        "/usr/bin/setpriv",
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-    ];
-    let probe = Command::new(prefix[0])
-        .args(&prefix[1..])
-        .args([
-            UNSHARE,
-            "--user",
-            "--map-root-user",
-            "--pid",
-            "--fork",
-            "true",
-        ])
+    let prefix: &[&str] = if corral_tests::is_root() {
+        &[
+            "/usr/bin/setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ]
+    } else {
+        &[]
+    };
+    let mut probe = match prefix.split_first() {
+        Some((first, rest)) => {
+            let mut probe = Command::new(first);
+            probe.args(rest).arg(UNSHARE);
+            probe
+        }
+        None => Command::new(UNSHARE),
+    };
+    let probe = probe
+        .args(["--user", "--map-root-user", "--pid", "--fork", "true"])
         .status();
     if !probe.is_ok_and(|s| s.success()) {
-        corral_tests::skipped("this kernel refuses user namespaces to nobody");
+        corral_tests::skipped("this kernel refuses user namespaces to an unprivileged user");
         return;
     }
     let mut user_prefix: Vec<&str> = prefix.to_vec();
