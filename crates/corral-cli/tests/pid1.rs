@@ -47,6 +47,8 @@ const SIGNALS: [(&str, Signal); 7] = [
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pid1 {
     Corral,
+    /// corral started as `timeout 60`.
+    CorralTimeout,
     Tini,
     DumbInit,
 }
@@ -55,6 +57,7 @@ impl Pid1 {
     fn name(self) -> &'static str {
         match self {
             Self::Corral => "corral run",
+            Self::CorralTimeout => "corral as timeout",
             Self::Tini => "tini 0.19",
             Self::DumbInit => "dumb-init 1.2",
         }
@@ -65,6 +68,16 @@ impl Pid1 {
     fn argv(self) -> Option<Vec<PathBuf>> {
         let path = match self {
             Self::Corral => return Some(vec![corral_path(), "run".into(), "--".into()]),
+            Self::CorralTimeout => {
+                // Only argv[0] counts: a symlink named `timeout`.
+                let dir = corral_tests::scratch("pid1-timeout");
+                let link = dir.join("timeout");
+                let _ = std::fs::create_dir_all(&dir);
+                if !link.exists() {
+                    std::os::unix::fs::symlink(corral_path(), &link).expect("symlink");
+                }
+                return Some(vec![link, "60".into()]);
+            }
             Self::Tini => TINI,
             Self::DumbInit => DUMB_INIT,
         };
@@ -418,6 +431,21 @@ fn as_pid_1_corral_passes_each_signal_on_and_exits_with_the_commands_status() {
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
     assert_eq!(killed_status(Pid1::Corral, &scratch), Some(143));
+}
+
+/// corral started as `timeout` is the same init: orphans reaped, `SIGINT`
+/// (which GNU `timeout` would turn into the end of the tree) passed on,
+/// the command's status.
+#[test]
+fn as_pid_1_timeout_reaps_and_passes_signals_too() {
+    if !namespaces() {
+        return;
+    }
+    let scratch = Scratch::new("pid1-timeout-run");
+    assert_eq!(zombies(Pid1::CorralTimeout, &scratch), Some(0));
+    let passed = pass(Pid1::CorralTimeout, "INT", Signal::INT, &scratch).expect("timeout");
+    assert!(passed.recorded && passed.status == 3, "{passed:?}");
+    let _ = std::fs::remove_dir_all(corral_tests::scratch("pid1-timeout"));
 }
 
 /// As PID 1, what is left in the namespace once the command's tree has
