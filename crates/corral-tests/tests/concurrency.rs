@@ -588,7 +588,8 @@ async fn an_init_reaper_never_takes_a_trees_leader() {
         Backend::Cgroup,
     ] {
         // Bounded: a supervisor whose leader was reaped by someone else
-        // never finishes (its supervisor spins on the gone status).
+        // never finishes (waiting for the leader fails with ECHILD, and
+        // `supervise::wait_exit` then waits for ever).
         let run = tokio::time::timeout(
             Duration::from_secs(10),
             Command::new("sh")
