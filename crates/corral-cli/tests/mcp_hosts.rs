@@ -451,6 +451,24 @@ impl Scene {
         roles.join(", ")
     }
 
+    /// Each of `left` with what it was to the server (its role from the
+    /// helpers' file, else none of them: the relay, its watchdog or a
+    /// process of the host), its state, parent and command line, so a
+    /// failure names the process that survived.
+    fn describe(&self, left: &[Proc]) -> String {
+        let pids = read_json(&self.pids, Duration::from_secs(5));
+        let roles = fixture_procs(&pids);
+        left.iter()
+            .map(|proc| {
+                let role = roles
+                    .iter()
+                    .find(|(_, helper)| helper == proc)
+                    .map_or("not a helper of the fixture", |(role, _)| role.as_str());
+                format!("\n  {role}: {}", proc.describe())
+            })
+            .collect()
+    }
+
     /// `corral mcp guard ARGS` with the scene's environment (the real CLI,
     /// run as the host's user would).
     fn guard(&self, args: &[&str]) -> String {
@@ -537,9 +555,10 @@ fn leaks_unguarded_and_none_guarded(host: Host) {
     );
     assert!(
         ended,
-        "{}: {} processes of the guarded server still running {END_LIMIT:?} after the host exited: {left:?}",
+        "{}: {} processes of the guarded server still running {END_LIMIT:?} after the host exited:{}",
         host.name(),
-        left.len()
+        left.len(),
+        scene.describe(&left)
     );
 
     // Off: the file is the one before on, byte for byte.

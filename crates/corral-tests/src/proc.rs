@@ -110,6 +110,25 @@ impl Proc {
         self.signal(Signal::KILL)
     }
 
+    /// What the process is, for a failure message: its pid, state, parent
+    /// (with the parent's command line), process group and session, and its
+    /// command line; or that it is gone.
+    pub fn describe(&self) -> String {
+        let Some(stat) = stat(self.pid).filter(|s| s.start_time == self.start_time) else {
+            return format!("pid {} (gone)", self.pid);
+        };
+        format!(
+            "pid {} {:?} (state {}, parent {} {:?}, group {}, session {})",
+            self.pid,
+            cmdline(self.pid),
+            stat.state,
+            stat.ppid,
+            cmdline(stat.ppid),
+            stat.pgrp,
+            stat.session
+        )
+    }
+
     /// The signal masks of `/proc/PID/status` (`SigIgn`, `SigCgt`, ...);
     /// empty if the process is gone.
     pub fn signal_masks(&self) -> HashMap<String, u64> {
@@ -130,6 +149,17 @@ impl Proc {
         let mask = *self.signal_masks().get("SigIgn")?;
         Some(has_signal(mask, signum))
     }
+}
+
+/// The command line of `pid` (`/proc/PID/cmdline`, its arguments joined by
+/// spaces); empty if it is gone or a zombie.
+pub fn cmdline(pid: i32) -> String {
+    let text = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    text.split(|&b| b == 0)
+        .filter(|arg| !arg.is_empty())
+        .map(String::from_utf8_lossy)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Whether signal `n`'s bit is set in a `/proc` signal mask.
