@@ -392,20 +392,40 @@ async fn a_member_whose_children_leave_in_a_loop_leaves_nothing() {
         return;
     };
     let token = format!("60.{}{}", std::process::id(), 9);
+    let deciding = format!("deciding-{}", std::process::id());
     for _ in 0..5 {
-        let breeder = "trap '' TERM; echo ready $$; \
-                       while :; do \
-                         sh -c 'echo 0 > \"$PARENT/cgroup.procs\" && exec sleep \"$TOKEN\"' & \
-                       done";
+        // Each child moves out, waits a moment, and lives on (as `sleep
+        // $TOKEN`) only if the breeder is gone meanwhile: one that corral
+        // missed. The others exit, and the breeder forks one every few
+        // milliseconds, so a few dozen are alive at once, not hundreds
+        // (which, killed together under load, were still exiting at the
+        // final bound).
+        let child = "echo 0 > \"$PARENT/cgroup.procs\" || exit; sleep 0.1; \
+                     [ \"$(cut -d' ' -f4 /proc/$$/stat)\" = \"$BREEDER\" ] && exit; \
+                     exec sleep \"$TOKEN\"";
+        // Ready once it is breeding (40 children forked), so the looks
+        // meet children leaving.
+        let breeder = "trap '' TERM; export BREEDER=$$; i=0; \
+                       while :; do sh -c \"$CHILD\" \"$DECIDING\" & sleep 0.002; \
+                         i=$((i + 1)); [ $i = 40 ] && echo ready $$; done";
         let command = Command::new("sh")
             .args(["-c", breeder])
             .env("PARENT", &parent)
             .env("TOKEN", &token)
-            // Short: the breeder leaves hundreds of children outside meanwhile.
+            .env("CHILD", child)
+            .env("DECIDING", &deciding)
             .grace(Duration::from_millis(50));
         let Some(run) = cancel_when_ready(command).await else {
             return;
         };
+        // Every child that was still deciding has decided (corral killed
+        // it, or it exited, or it lives on as an escapee).
+        assert!(
+            corral_tests::wait_until(Duration::from_secs(10), || {
+                corral_tests::proc::with_argument(&deciding).is_empty()
+            }),
+            "children still deciding 10 s after the call"
+        );
         let left = left_cgroup(&run.finished);
         let _cleanup_left = Guard::of(left.clone());
         let survivors = corral_tests::proc::with_argument(&token);
