@@ -559,6 +559,7 @@ impl Leaf {
             seen: HashSet::from([leader]),
             signalled: false,
             left_to_inner: 0,
+            notes: Vec::new(),
         };
         let events = self.path.join("cgroup.events");
         let watch = sys::open_events(&events).map_err(|source| Error::Cgroup {
@@ -592,6 +593,8 @@ pub(crate) struct CgroupTree {
     signalled: bool,
     /// How many members signal steps left to a nested supervisor.
     left_to_inner: usize,
+    /// What the signal steps found wrong (see [`CgroupTree::take_notes`]).
+    notes: Vec<String>,
 }
 
 /// Members that had moved themselves out of the leaf, found at the end.
@@ -611,7 +614,7 @@ const STOP_BOUND: Duration = Duration::from_millis(500);
 
 /// How long a leaf is given to report itself frozen (`frozen 1` in
 /// `cgroup.events`): a member in an uninterruptible sleep delays it.
-const FREEZE_BOUND: Duration = Duration::from_millis(500);
+const FREEZE_BOUND: Duration = Duration::from_millis(100);
 
 /// The leaf frozen (`cgroup.freeze`) for the length of a signal step, thawed
 /// on drop. While it is frozen no member runs: none forks, none exits (which
@@ -630,6 +633,13 @@ struct Frozen {
 impl Frozen {
     fn freeze(path: &Path) -> Self {
         let path = path.to_owned();
+        // Frozen by someone else already: left as it is, never thawed here.
+        if fs::read_to_string(path.join("cgroup.freeze")).is_ok_and(|v| v.trim() == "1") {
+            return Self {
+                path,
+                written: false,
+            };
+        }
         if let Err(error) = fs::write(path.join("cgroup.freeze"), b"1") {
             tracing::debug!(path = %path.display(), %error, "cgroup.freeze refused");
             return Self {
@@ -656,6 +666,16 @@ impl Frozen {
     }
 }
 
+impl Frozen {
+    /// Whether a freeze this step wrote was undone before its end (a
+    /// process that may write the leaf's `cgroup.freeze`: root, or the same
+    /// user in a delegated subtree).
+    fn undone(&self) -> bool {
+        self.written
+            && fs::read_to_string(self.path.join("cgroup.freeze")).is_ok_and(|v| v.trim() == "0")
+    }
+}
+
 impl Drop for Frozen {
     fn drop(&mut self) {
         if self.written
@@ -677,6 +697,7 @@ impl CgroupTree {
             seen: HashSet::new(),
             signalled: false,
             left_to_inner: 0,
+            notes: Vec::new(),
         }
     }
 
@@ -745,7 +766,7 @@ impl CgroupTree {
             // still exiting at its end).
             self.unthrottle();
         }
-        let frozen = Frozen::freeze(&self.path);
+        let frozen = self.freeze();
         if signal == Signal::KILL {
             // Look (again, after a grace) for members and children of
             // members that moved out of the leaf: the kill reaches only what
@@ -755,15 +776,72 @@ impl CgroupTree {
             // the freezer); the thaw at `frozen`'s drop is for what the
             // kernel has not reached yet.
             self.kill()?;
-            drop(frozen);
+            self.check_held(frozen.as_ref());
             return Ok(None);
         }
         self.signalled = true;
         let inside = self.note_members()?;
         let delivered = self.signal_members(&inside, signal);
-        // Thawed: the signal is handled once the members run again.
-        drop(frozen);
+        self.check_held(frozen.as_ref());
+        // Thawed (at `frozen`'s drop): the signal is handled once the
+        // members run again.
         Ok(Some(delivered))
+    }
+
+    /// Passes `signal` on to every member (`Control::signal`) while the tree
+    /// runs: no freeze, which would stall the whole tree for a signal that
+    /// ends nothing (a terminal's `SIGWINCH`, say).
+    pub(crate) fn pass_on(&mut self, signal: Signal) -> io::Result<usize> {
+        let inside = self.note_members()?;
+        Ok(self.signal_members(&inside, signal))
+    }
+
+    /// The leaf frozen for a signal step, unless it holds this process (a
+    /// member that may write `cgroup.procs` can move its supervisor in:
+    /// frozen, it would never thaw the leaf): then none, and a note.
+    fn freeze(&mut self) -> Option<Frozen> {
+        let own = std::process::id();
+        if self.holds(own.cast_signed()) {
+            // Moved back out to the leaf's parent, or neither frozen nor,
+            // at `SIGKILL`, killed with its tree (`cgroup.kill` would end
+            // this process before it could end what left the leaf).
+            let parent = self.path.parent().map(|p| p.join("cgroup.procs"));
+            if parent.is_some_and(|procs| fs::write(procs, own.to_string()).is_ok()) {
+                self.note_once(
+                    "a member had moved this corral process into its own leaf cgroup: \
+                     it was moved back out before the leaf was frozen and killed",
+                );
+            } else {
+                self.note_once(
+                    "a member had moved this corral process into its own leaf cgroup, and it \
+                     could not move back out: the leaf was not frozen for the signal steps, so \
+                     what members forked meanwhile may be unnamed",
+                );
+                return None;
+            }
+        }
+        Some(Frozen::freeze(&self.path))
+    }
+
+    /// Notes a freeze undone during the step.
+    fn check_held(&mut self, frozen: Option<&Frozen>) {
+        if frozen.is_some_and(Frozen::undone) {
+            self.note_once(
+                "the leaf's freeze was undone during a signal step (a process that may write \
+                 its cgroup.freeze): what members forked meanwhile may be unnamed",
+            );
+        }
+    }
+
+    fn note_once(&mut self, note: &str) {
+        if !self.notes.iter().any(|n| n == note) {
+            self.notes.push(note.to_owned());
+        }
+    }
+
+    /// What the signal steps found wrong, for the report (taken once).
+    pub(crate) fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
     }
 
     /// Sends `signal` by identity to each of `inside` still in the leaf,
@@ -771,11 +849,13 @@ impl CgroupTree {
     /// signals by its own policy (`nested.rs`); returns how many it reached.
     fn signal_members(&mut self, inside: &[(i32, u64)], signal: Signal) -> usize {
         let members: HashSet<i32> = inside.iter().map(|&(pid, _)| pid).collect();
-        let mut nested = Nested::new();
+        // `SIGSTOP` reaches every member, as `SIGKILL` does.
+        let mut nested = (signal != Signal::STOP).then(Nested::new);
         let mut delivered = 0;
         for &(pid, start_time) in inside {
             // The leaf is frozen: the parent read now is the one at the look.
-            if let Ok(stat) = identity::read_stat(pid)
+            if let Some(nested) = &mut nested
+                && let Ok(stat) = identity::read_stat(pid)
                 && stat.start_time == start_time
                 && nested.leaves_to_inner(pid, stat.ppid, |p| members.contains(&p))
             {
@@ -792,7 +872,7 @@ impl CgroupTree {
                 Err(error) => tracing::warn!(pid, %signal, %error, "signal failed"),
             }
         }
-        self.left_to_inner += nested.delegated;
+        self.left_to_inner += nested.map_or(0, |n| n.delegated);
         delivered
     }
 
@@ -1285,6 +1365,7 @@ mod tests {
             seen: HashSet::new(),
             signalled: false,
             left_to_inner: 0,
+            notes: Vec::new(),
         }
     }
 

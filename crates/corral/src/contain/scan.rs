@@ -600,7 +600,11 @@ impl ScannedTree {
             return self.signal(signal);
         }
         let members = self.scan_shared().await?;
-        let members = self.leave_to_inner(members);
+        let members = if signal == Signal::STOP {
+            members
+        } else {
+            self.leave_to_inner(members)
+        };
         self.signal_members(&members, signal)
     }
 

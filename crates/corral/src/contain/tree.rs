@@ -160,6 +160,23 @@ impl Tree {
         }
     }
 
+    /// Passes `signal` on to the running tree (`Control::signal`): as
+    /// [`signal_shared`](Self::signal_shared), without freezing a leaf.
+    pub(crate) async fn pass_on(&mut self, signal: Signal) -> std::io::Result<Option<usize>> {
+        match self {
+            Tree::Cgroup(tree) => tree.pass_on(signal).map(Some),
+            Tree::Scanned(tree) => tree.signal_shared(signal).await.map(Some),
+        }
+    }
+
+    /// What the signal steps found wrong, for the report's notes.
+    pub(crate) fn take_notes(&mut self) -> Vec<String> {
+        match self {
+            Tree::Cgroup(tree) => tree.take_notes(),
+            Tree::Scanned(_) => Vec::new(),
+        }
+    }
+
     /// How many members signal steps left to a nested supervisor, which
     /// signals them by its own policy (`nested.rs`).
     pub(crate) fn left_to_inner(&self) -> usize {

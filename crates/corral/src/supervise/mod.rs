@@ -589,6 +589,14 @@ impl Supervision {
 
     /// Applies the policy until the tree is empty or the final bound passes.
     async fn terminate(&mut self, report: &mut CleanupReport) {
+        // A scanned tree's watchdog knows the members the re-scans told it
+        // of: told once more as the cleanup starts, it can end what the tree
+        // holds now if this process is killed in the middle of the cleanup
+        // (an MCP host's SIGTERM, then SIGKILL milliseconds later:
+        // `docs/flakes.md` (19)).
+        if let Some(members) = self.tree.refresh() {
+            self.registration.members(members);
+        }
         let on_signal = &self.command.on_signal;
         let mut policy = self.command.policy;
         if let Some(&signal) = self.first_signal.get() {
@@ -603,12 +611,13 @@ impl Supervision {
             on_signal,
         )
         .await;
+        report.notes.extend(self.tree.take_notes());
         let left = self.tree.left_to_inner();
         if left > 0 {
             report.notes.push(format!(
-                "{left} member(s) below a nested corral were left to it: it got the signal and \
-                 applied its own policy to its tree; this tree's grace and SIGKILL still \
-                 covered them"
+                "{left} time(s) a member below a process running the corral binary (a nested \
+                 supervisor) was left to it at a signal step, for its own policy to apply; this \
+                 tree's grace and SIGKILL still covered them"
             ));
         }
     }
@@ -695,7 +704,7 @@ async fn pass_on(
     notes: Option<&mut Vec<String>>,
 ) {
     let at = started.elapsed().as_secs_f64();
-    match tree.signal_shared(signal).await {
+    match tree.pass_on(signal).await {
         Ok(delivered) => {
             tracing::debug!(%signal, ?delivered, "signal passed on");
             let whom = match delivered {
