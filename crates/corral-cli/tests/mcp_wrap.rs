@@ -259,7 +259,15 @@ fn report_fd_receives_the_report_and_the_server_cannot_write_into_it() {
 fn sigterm_to_the_relay_answers_in_flight_and_ends_the_tree() {
     let scratch = Scratch::new("sigterm");
     let report = scratch.path("report.json");
-    let mut child = relay(&["--close-grace", "300ms"], &report, &["sleep", "1000"]);
+    // The server marks that it read the request: the relay records a request
+    // in flight before it forwards it, so the SIGTERM below finds it there.
+    let read = scratch.path("read");
+    let server = r#"read -r line; : > "$0"; exec sleep 1000"#;
+    let mut child = relay(
+        &["--close-grace", "300ms"],
+        &report,
+        &["sh", "-c", server, read.to_str().expect("UTF-8 path")],
+    );
     let relay_proc = Proc::of(child.id() as i32).expect("relay identity");
     let mut stdin = child.stdin.take().expect("stdin");
     stdin
@@ -267,7 +275,10 @@ fn sigterm_to_the_relay_answers_in_flight_and_ends_the_tree() {
         .expect("writing");
     let stdout = child.stdout.take().expect("stdout");
     let answers = std::thread::spawn(move || BufReader::new(stdout).lines().next());
-    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        wait_until(Duration::from_secs(10), || read.exists()),
+        "the server never read the request"
+    );
     assert!(relay_proc.signal(Signal::TERM));
     let answer = answers
         .join()
