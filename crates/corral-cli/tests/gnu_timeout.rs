@@ -653,47 +653,46 @@ fn the_link_needs_nothing_but_its_name() {
 /// trap run), and GNU's own test skips itself when the status is not 124.
 #[test]
 fn cascaded_timeouts_let_the_inner_one_apply_its_signal() {
+    let who = Who::Timeout;
     for inner in ["INT", "USR1"] {
-        for who in [Who::Timeout] {
-            let scratch = Scratch::new("cascaded");
-            let running = scratch.path("running");
-            let received = scratch.path("received");
-            // As GNU's timeout.cmd: counts down in short sleeps until the
-            // signal's trap has written its file.
-            let script = format!(
-                "trap 'echo > \"$RECEIVED\"; exit' {inner}; echo > \"$RUNNING\"; \
-                 n=200; until [ -e \"$RECEIVED\" ] || [ $n = 0 ]; do sleep 0.1; n=$((n - 1)); done"
-            );
-            let inner_timeout = match who {
-                Who::Gnu => GNU_TIMEOUT.into(),
-                _ => link(),
-            };
-            let child = command(who, &["-s", "ALRM", "30"])
-                .arg(&inner_timeout)
-                .arg0("timeout")
-                .args(["-s", inner, "25", "sh", "-c", &script])
-                .env("RUNNING", &running)
-                .env("RECEIVED", &received)
-                .stdin(Stdio::null())
-                .spawn()
-                .expect("spawn the outer timeout");
-            let mut guard = Guard::new(child);
-            assert!(
-                corral_tests::wait_until(Duration::from_secs(10), || running.exists()),
-                "{who:?}/{inner}: the command never ran"
-            );
-            let outer = guard.child.as_ref().expect("the outer").id();
-            // Our own unreaped child: its pid is its identity.
-            unsafe { libc::kill(outer.cast_signed(), libc::SIGALRM) };
-            let status = guard
-                .wait_exit(Duration::from_secs(10))
-                .expect("the outer timeout exits");
-            assert_eq!(shell_status(status), 124, "{who:?}/{inner}");
-            assert!(
-                received.exists(),
-                "{who:?}/{inner}: the command never got {inner} from the inner timeout"
-            );
-        }
+        let scratch = Scratch::new("cascaded");
+        let running = scratch.path("running");
+        let received = scratch.path("received");
+        // As GNU's timeout.cmd: counts down in short sleeps until the
+        // signal's trap has written its file.
+        let script = format!(
+            "trap 'echo > \"$RECEIVED\"; exit' {inner}; echo > \"$RUNNING\"; \
+             n=200; until [ -e \"$RECEIVED\" ] || [ $n = 0 ]; do sleep 0.1; n=$((n - 1)); done"
+        );
+        let inner_timeout = match who {
+            Who::Gnu => GNU_TIMEOUT.into(),
+            _ => link(),
+        };
+        let child = command(who, &["-s", "ALRM", "30"])
+            .arg(&inner_timeout)
+            .arg0("timeout")
+            .args(["-s", inner, "25", "sh", "-c", &script])
+            .env("RUNNING", &running)
+            .env("RECEIVED", &received)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn the outer timeout");
+        let mut guard = Guard::new(child);
+        assert!(
+            corral_tests::wait_until(Duration::from_secs(10), || running.exists()),
+            "{who:?}/{inner}: the command never ran"
+        );
+        let outer = guard.child.as_ref().expect("the outer").id();
+        // Our own unreaped child: its pid is its identity.
+        unsafe { libc::kill(outer.cast_signed(), libc::SIGALRM) };
+        let status = guard
+            .wait_exit(Duration::from_secs(10))
+            .expect("the outer timeout exits");
+        assert_eq!(shell_status(status), 124, "{who:?}/{inner}");
+        assert!(
+            received.exists(),
+            "{who:?}/{inner}: the command never got {inner} from the inner timeout"
+        );
     }
 }
 
@@ -750,35 +749,34 @@ fn a_command_whose_parent_ignored_int_still_traps_it_under_foreground() {
 /// `SIGINT` must still reach a command that can trap it.
 #[test]
 fn cascaded_timeouts_work_as_a_background_job() {
-    for who in [Who::Timeout] {
-        let scratch = Scratch::new("cascaded-bg");
-        let running = scratch.path("running");
-        let received = scratch.path("received");
-        let cmd = "trap 'echo > \"$RECEIVED\"; exit' INT; echo > \"$RUNNING\"; \
-                   n=200; until [ -e \"$RECEIVED\" ] || [ $n = 0 ]; do sleep 0.1; n=$((n - 1)); done";
-        let timeout = match who {
-            Who::Gnu => GNU_TIMEOUT.into(),
-            _ => link(),
-        };
-        // The script waits for the command, then sends ALRM to the outer
-        // timeout, its own background job, and reports its status.
-        let script = "\"$TIMEOUT\" -s ALRM 30 \"$TIMEOUT\" -s INT 25 sh -c \"$CMD\" & pid=$!; \
-                      until [ -e \"$RUNNING\" ]; do sleep 0.05; done; \
-                      kill -ALRM $pid; wait $pid; echo $?";
-        let out = Command::new("sh")
-            .args(["-c", script])
-            .env("TIMEOUT", &timeout)
-            .env("CMD", cmd)
-            .env("RUNNING", &running)
-            .env("RECEIVED", &received)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run the script");
-        assert_eq!(
-            String::from_utf8_lossy(&out.stdout).trim(),
-            "124",
-            "{who:?}"
-        );
-        assert!(received.exists(), "{who:?}: the command never got INT");
-    }
+    let who = Who::Timeout;
+    let scratch = Scratch::new("cascaded-bg");
+    let running = scratch.path("running");
+    let received = scratch.path("received");
+    let cmd = "trap 'echo > \"$RECEIVED\"; exit' INT; echo > \"$RUNNING\"; \
+               n=200; until [ -e \"$RECEIVED\" ] || [ $n = 0 ]; do sleep 0.1; n=$((n - 1)); done";
+    let timeout = match who {
+        Who::Gnu => GNU_TIMEOUT.into(),
+        _ => link(),
+    };
+    // The script waits for the command, then sends ALRM to the outer
+    // timeout, its own background job, and reports its status.
+    let script = "\"$TIMEOUT\" -s ALRM 30 \"$TIMEOUT\" -s INT 25 sh -c \"$CMD\" & pid=$!; \
+                  until [ -e \"$RUNNING\" ]; do sleep 0.05; done; \
+                  kill -ALRM $pid; wait $pid; echo $?";
+    let out = Command::new("sh")
+        .args(["-c", script])
+        .env("TIMEOUT", &timeout)
+        .env("CMD", cmd)
+        .env("RUNNING", &running)
+        .env("RECEIVED", &received)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the script");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "124",
+        "{who:?}"
+    );
+    assert!(received.exists(), "{who:?}: the command never got INT");
 }
