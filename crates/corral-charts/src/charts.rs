@@ -24,7 +24,7 @@ pub fn short(v: f64) -> String {
 /// Draws every chart whose results exist into `out`; returns the files.
 pub fn draw_all(results: &Results, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
     type Section = fn(&Run, &Path) -> anyhow::Result<()>;
-    let sections: [(&str, Section); 9] = [
+    let sections: [(&str, Section); 10] = [
         ("spawn", spawn),
         ("kill", kill),
         ("cli", cli),
@@ -34,6 +34,7 @@ pub fn draw_all(results: &Results, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
         ("growth", growth),
         ("mcp_clients", mcp_clients),
         ("serve", serve),
+        ("container", container),
     ];
     let mut drawn = Vec::new();
     for (bench, draw) in sections {
@@ -95,6 +96,45 @@ fn spawn(run: &Run, path: &Path) -> anyhow::Result<()> {
         bars,
     };
     bar_chart(path, &caption("1. spawn + wait", run), &[panel])
+}
+
+/// The container bench: spawn + wait against tokio, and the kill against a
+/// bare `cgroup.kill`, each in a panel of its own.
+fn container(run: &Run, path: &Path) -> anyhow::Result<()> {
+    let in_section = |section: &'static str| {
+        move |label: &str| {
+            run.row("contender", label)
+                .is_some_and(|r| r["section"] == section)
+        }
+    };
+    let spawn = BarPanel {
+        title: "spawn + wait of /bin/true in the shape: median, whisker to p90; tick: 1.3x tokio"
+            .to_owned(),
+        axis: "ms".to_owned(),
+        bars: timing_bars(
+            run,
+            "tokio::process status()",
+            in_section("spawn"),
+            &[("corral (auto: subreaper)", 1.3)],
+        ),
+    };
+    let kill = BarPanel {
+        title:
+            "kill of 1,001 TERM-ignoring processes: trigger to empty; tick: 2x the bare cgroup.kill"
+                .to_owned(),
+        axis: "ms".to_owned(),
+        bars: timing_bars(
+            run,
+            "bare cgroup.kill (host)",
+            in_section("kill"),
+            &[("corral subreaper (in the shape)", 2.0)],
+        ),
+    };
+    bar_chart(
+        path,
+        &caption("10. in an unprivileged container", run),
+        &[spawn, kill],
+    )
 }
 
 fn kill(run: &Run, path: &Path) -> anyhow::Result<()> {

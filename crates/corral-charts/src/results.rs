@@ -8,7 +8,7 @@ use anyhow::Context;
 use serde_json::Value;
 
 /// Every bench whose results the charts and the summary read.
-pub const BENCHES: [&str; 9] = [
+pub const BENCHES: [&str; 10] = [
     "spawn",
     "kill",
     "cli",
@@ -18,6 +18,7 @@ pub const BENCHES: [&str; 9] = [
     "growth",
     "mcp_clients",
     "serve",
+    "container",
 ];
 
 /// One results file.

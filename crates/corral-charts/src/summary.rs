@@ -359,6 +359,22 @@ pub fn summary(results: &Results) -> String {
     lines.push(growth_line(results));
     lines.push(mcp_clients_line(results));
     lines.push(serve_line(results));
+    lines.push(ratio_line(
+        results,
+        "container",
+        "unprivileged container (subreaper backend): spawn+wait <= 1.3x tokio",
+        ("corral (auto: subreaper)", "tokio::process status()", 1.3),
+    ));
+    lines.push(ratio_line(
+        results,
+        "container",
+        "unprivileged container: kill 1,000 (subreaper, in the shape) <= 2x a bare `cgroup.kill` on the host, none left",
+        (
+            "corral subreaper (in the shape)",
+            "bare cgroup.kill (host)",
+            2.0,
+        ),
+    ));
     let mut out = String::from("| target | latest figure | met? | run |\n|---|---|---|---|\n");
     for line in lines {
         out.push_str(&format!(
