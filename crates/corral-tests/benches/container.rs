@@ -271,9 +271,10 @@ async fn kill_pidfd(fixture: &Path) -> Result<Value, String> {
     // The leader is ours; its children were adopted by this process (the
     // namespace's PID 1): reap them all.
     let _ = tokio::time::timeout(WAIT_BOUND, child.wait()).await;
-    // (`__WALL`: a child whose exit signal is not `SIGCHLD` counts too.)
+    // (`-1`: any child; rustix's `waitpid(None)` is `0`, this process group
+    // only, which the `setsid` children left.)
     // SAFETY: `waitpid` with a valid pointer to a local.
-    while unsafe { libc::waitpid(-1, &mut 0, libc::WNOHANG | libc::__WALL) } > 0 {}
+    while unsafe { libc::waitpid(-1, &mut 0, libc::WNOHANG) } > 0 {}
     Ok(json!({
         "signals_ms": ms_f64(signals),
         "waits_ms": ms_f64(total - signals),
