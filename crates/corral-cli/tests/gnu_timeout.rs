@@ -644,6 +644,23 @@ fn the_link_needs_nothing_but_its_name() {
 
 // Supervisors inside supervisors.
 
+/// As GNU's `timeout.cmd`: marks `$RUNNING`, then counts down in short
+/// sleeps until the trap for `signal` has written `$RECEIVED`.
+fn trapping_command(signal: &str) -> String {
+    format!(
+        "trap 'echo > \"$RECEIVED\"; exit' {signal}; echo > \"$RUNNING\"; \
+         n=200; until [ -e \"$RECEIVED\" ] || [ $n = 0 ]; do sleep 0.1; n=$((n - 1)); done"
+    )
+}
+
+/// The `timeout` program `who` stands for: GNU's, or corral by that name.
+fn timeout_program(who: Who) -> PathBuf {
+    match who {
+        Who::Gnu => GNU_TIMEOUT.into(),
+        _ => link(),
+    }
+}
+
 /// GNU's cascaded timeouts (`tests/timeout/timeout-group.sh`): in `timeout
 /// -s ALRM 30 timeout -s SIG 25 CMD`, `SIGALRM` sent to the outer one makes
 /// the inner one send SIG to CMD, whose trap runs; the outer exits 124. The
@@ -658,16 +675,8 @@ fn cascaded_timeouts_let_the_inner_one_apply_its_signal() {
         let scratch = Scratch::new("cascaded");
         let running = scratch.path("running");
         let received = scratch.path("received");
-        // As GNU's timeout.cmd: counts down in short sleeps until the
-        // signal's trap has written its file.
-        let script = format!(
-            "trap 'echo > \"$RECEIVED\"; exit' {inner}; echo > \"$RUNNING\"; \
-             n=200; until [ -e \"$RECEIVED\" ] || [ $n = 0 ]; do sleep 0.1; n=$((n - 1)); done"
-        );
-        let inner_timeout = match who {
-            Who::Gnu => GNU_TIMEOUT.into(),
-            _ => link(),
-        };
+        let script = trapping_command(inner);
+        let inner_timeout = timeout_program(who);
         let child = command(who, &["-s", "ALRM", "30"])
             .arg(&inner_timeout)
             .arg0("timeout")
@@ -709,12 +718,8 @@ fn a_command_whose_parent_ignored_int_still_traps_it_under_foreground() {
         let scratch = Scratch::new("foreground-int");
         let running = scratch.path("running");
         let received = scratch.path("received");
-        let cmd = "trap 'echo > \"$RECEIVED\"; exit' INT; echo > \"$RUNNING\"; \
-                   n=200; until [ -e \"$RECEIVED\" ] || [ $n = 0 ]; do sleep 0.1; n=$((n - 1)); done";
-        let timeout = match who {
-            Who::Gnu => GNU_TIMEOUT.into(),
-            _ => link(),
-        };
+        let cmd = trapping_command("INT");
+        let timeout = timeout_program(who);
         let group = "trap '' INT; \"$TIMEOUT\" --foreground 25 sh -c \"$CMD\" & wait";
         let mut command = Command::new("sh");
         command
@@ -753,12 +758,8 @@ fn cascaded_timeouts_work_as_a_background_job() {
     let scratch = Scratch::new("cascaded-bg");
     let running = scratch.path("running");
     let received = scratch.path("received");
-    let cmd = "trap 'echo > \"$RECEIVED\"; exit' INT; echo > \"$RUNNING\"; \
-               n=200; until [ -e \"$RECEIVED\" ] || [ $n = 0 ]; do sleep 0.1; n=$((n - 1)); done";
-    let timeout = match who {
-        Who::Gnu => GNU_TIMEOUT.into(),
-        _ => link(),
-    };
+    let cmd = trapping_command("INT");
+    let timeout = timeout_program(who);
     // The script waits for the command, then sends ALRM to the outer
     // timeout, its own background job, and reports its status.
     let script = "\"$TIMEOUT\" -s ALRM 30 \"$TIMEOUT\" -s INT 25 sh -c \"$CMD\" & pid=$!; \
