@@ -13,7 +13,11 @@
 //!    code: *any* JSON-RPC error, an answer that is not a discovery result,
 //!    or silence until the discovery deadline means "legacy". Only a
 //!    connection that ended (or a request that could not be written) fails
-//!    the handshake at this step.
+//!    the handshake at this step. Silence is not a final answer: the
+//!    discovery stays open while `initialize` is tried, and if it is answered
+//!    first (a modern server still starting reads it first, then refuses
+//!    `initialize`), or `initialize` fails and it is answered after, its
+//!    answer decides the era.
 
 use std::{
     sync::Arc,
@@ -75,39 +79,33 @@ pub(crate) async fn handshake(
 ) -> Result<PeerInfo, String> {
     let client_info = json!({"name": options.client_name, "version": options.client_version});
     let deadline = Deadline::new(options.handshake_timeout);
+    let discover_options = CallOptions::timeout(
+        deadline.cut(
+            options
+                .discover_timeout
+                .saturating_add(options.initialize_timeout),
+        ),
+    );
+    // A discovery still unanswered at its own deadline, kept open.
+    let mut open_discovery = None;
     if !options.legacy_only {
-        let mut meta = Map::new();
-        meta.insert(
-            "io.modelcontextprotocol/protocolVersion".into(),
-            json!(MODERN),
-        );
-        meta.insert(
-            "io.modelcontextprotocol/clientInfo".into(),
-            client_info.clone(),
-        );
-        meta.insert(
-            "io.modelcontextprotocol/clientCapabilities".into(),
-            json!({}),
-        );
+        let meta = discover_meta(&client_info);
         let params = json!({"_meta": Value::Object(meta.clone())});
-        let step = CallOptions::timeout(deadline.cut(options.discover_timeout));
-        match core.request("server/discover", Some(params), &step).await {
-            Ok(result) => match modern(result) {
-                Ok(peer) => {
-                    core.set_meta(meta);
-                    core.set_protocol_version(peer.protocol_version.as_str());
+        // Open until the initialize step's deadline too: a modern server
+        // still starting reads it first once it runs, answers it late, and
+        // then refuses `initialize` on this connection (docs/flakes.md (20)).
+        let mut discover =
+            Box::pin(core.request("server/discover", Some(params), &discover_options));
+        tokio::select! {
+            biased;
+            answered = &mut discover => {
+                if let Some(peer) = discovered(core, meta, answered)? {
                     return Ok(peer);
                 }
-                Err(why) => tracing::debug!(%why, "server/discover: falling back to initialize"),
-            },
-            Err(error @ CallError::NotSent { .. }) => {
-                return Err(format!("server/discover: {error}"));
             }
-            Err(error @ CallError::OutcomeUnknown { .. }) if core.ended().is_some() => {
-                return Err(format!("server/discover: {error}"));
-            }
-            Err(error) => {
-                tracing::debug!(%error, "server/discover: falling back to initialize");
+            () = tokio::time::sleep(deadline.cut(options.discover_timeout)) => {
+                tracing::debug!("server/discover: no answer yet: trying initialize, the discovery kept open");
+                open_discovery = Some((discover, meta));
             }
         }
     }
@@ -125,23 +123,46 @@ pub(crate) async fn handshake(
     }
     let step = CallOptions::timeout(own);
     let asked = Instant::now();
-    let result = core
-        .request("initialize", Some(params), &step)
-        .await
-        .map_err(|error| match error {
-            CallError::OutcomeUnknown { .. }
-                if deadline.is_set() && core.ended().is_none() && asked.elapsed() >= own =>
-            {
-                format!(
-                    "initialize: no answer within {}: the handshake's deadline of {} passed \
-                     (server/discover and initialize share it; server/discover used {})",
-                    secs(own),
-                    deadline.said(),
-                    secs(asked.duration_since(deadline.started))
-                )
+    let initialize = core.request("initialize", Some(params), &step);
+    let result = match open_discovery {
+        None => initialize.await,
+        Some((mut discover, meta)) => {
+            tokio::pin!(initialize);
+            tokio::select! {
+                biased;
+                answered = &mut discover => {
+                    if let Some(peer) = discovered(core, meta, answered)? {
+                        return Ok(peer);
+                    }
+                    initialize.await
+                }
+                result = &mut initialize => match result {
+                    Ok(result) => Ok(result),
+                    // Refused, or unanswered: a modern server that read the
+                    // discovery first refuses `initialize`, and its late
+                    // discovery answer decides.
+                    Err(error) => match discovered(core, meta, discover.await) {
+                        Ok(Some(peer)) => return Ok(peer),
+                        Ok(None) | Err(_) => Err(error),
+                    },
+                },
             }
-            error => format!("initialize: {error}"),
-        })?;
+        }
+    };
+    let result = result.map_err(|error| match error {
+        CallError::OutcomeUnknown { .. }
+            if deadline.is_set() && core.ended().is_none() && asked.elapsed() >= own =>
+        {
+            format!(
+                "initialize: no answer within {}: the handshake's deadline of {} passed \
+                 (server/discover and initialize share it; server/discover used {})",
+                secs(own),
+                deadline.said(),
+                secs(asked.duration_since(deadline.started))
+            )
+        }
+        error => format!("initialize: {error}"),
+    })?;
     let result: InitializeResult = serde_json::from_value(result)
         .map_err(|error| format!("initialize: the answer is not an initialize result ({error})"))?;
     if !LEGACY_VERSIONS.contains(&result.protocol_version.as_str()) {
@@ -165,6 +186,57 @@ pub(crate) async fn handshake(
         capabilities: result.capabilities,
         instructions: result.instructions,
     })
+}
+
+/// The `_meta` of the 2026-07-28 era: the version and who the client is.
+fn discover_meta(client_info: &Value) -> Map<String, Value> {
+    let mut meta = Map::new();
+    meta.insert(
+        "io.modelcontextprotocol/protocolVersion".into(),
+        json!(MODERN),
+    );
+    meta.insert(
+        "io.modelcontextprotocol/clientInfo".into(),
+        client_info.clone(),
+    );
+    meta.insert(
+        "io.modelcontextprotocol/clientCapabilities".into(),
+        json!({}),
+    );
+    meta
+}
+
+/// What the answer to `server/discover` means: the modern era
+/// (`Ok(Some)`, and every later request carries `meta`), a fallback to
+/// `initialize` (`Ok(None)`: any JSON-RPC error, an answer that is not a
+/// usable discovery result, or no answer), or a connection that cannot go
+/// on.
+fn discovered(
+    core: &Core,
+    meta: Map<String, Value>,
+    answered: Result<Value, CallError>,
+) -> Result<Option<PeerInfo>, String> {
+    match answered {
+        Ok(result) => match modern(result) {
+            Ok(peer) => {
+                core.set_meta(meta);
+                core.set_protocol_version(peer.protocol_version.as_str());
+                Ok(Some(peer))
+            }
+            Err(why) => {
+                tracing::debug!(%why, "server/discover: falling back to initialize");
+                Ok(None)
+            }
+        },
+        Err(error @ CallError::NotSent { .. }) => Err(format!("server/discover: {error}")),
+        Err(error @ CallError::OutcomeUnknown { .. }) if core.ended().is_some() => {
+            Err(format!("server/discover: {error}"))
+        }
+        Err(error) => {
+            tracing::debug!(%error, "server/discover: falling back to initialize");
+            Ok(None)
+        }
+    }
 }
 
 /// The handshake's deadline, when it has one.

@@ -130,6 +130,41 @@ async fn teardown_python_sdk_server_with_escaping_helpers_on_disconnect() {
     assert_gone_now(&tree);
 }
 
+/// A modern server still starting when the discovery's own deadline passes
+/// (the Python SDK's, behind a second of start-up) reads the discovery first
+/// once it runs and answers it, then refuses the `initialize` the client
+/// sent meanwhile: the late answer still counts, and the connection is made
+/// in the modern era (docs/flakes.md (20): it failed with -32022).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_starting_server_answering_the_discovery_late_is_reached() {
+    let files = Files::new("python-late");
+    let pids = files.pids();
+    let command = corral::Command::new("sh")
+        .backend(corral_tests::containing_backend())
+        .args(["-c", "sleep 1; exec \"$0\" \"$1\""])
+        .arg(python())
+        .arg(peer("fixture_server.py"))
+        .env("CORRAL_MCP_FIXTURE_PIDS", &pids)
+        .grace(Duration::from_millis(500))
+        .final_bound(Duration::from_secs(2));
+    let mut options = patient();
+    options.discover_timeout = Duration::from_millis(300);
+    let manager = Manager::new();
+    let connection = manager
+        .connect("py", Server::Stdio(command), options)
+        .await
+        .expect("connected to the Python SDK's server, though it answered late");
+    assert_eq!(connection.peer().era, Era::Discover);
+    list_and_echo(&connection).await;
+    drop(connection);
+    manager
+        .disconnect("py")
+        .await
+        .expect("known")
+        .expect("torn down");
+    assert_eq!(manager.live_tasks(), 0, "writer, reader and supervisor");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn teardown_server_everything_over_stdio_on_disconnect() {
     let command = corral::Command::new("node")

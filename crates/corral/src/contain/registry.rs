@@ -54,7 +54,27 @@ struct Table {
     /// by identity: nobody's, so never adopted; forgotten once gone.
     released: BTreeSet<(i32, u64)>,
     trees: BTreeMap<u64, Entry>,
+    /// Trees that have left, newest last, while their killed members may
+    /// still wait unreaped (see [`Ended`]).
+    ended: Vec<Arc<Ended>>,
 }
+
+/// A tree that has left the registry (its leader reaped), as the others
+/// still see it: the members it killed may wait as zombies of this process
+/// (a subreaper's, or init's) until a subreaper tree reaps them, and those
+/// exits are that tree's, not the reaper's. Forgotten once no zombie of ours
+/// old enough to be its member is left, or when [`MAX_ENDED`] newer ones came.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Ended {
+    group: Option<i32>,
+    cgroup: Option<String>,
+    members: HashSet<(i32, u64)>,
+    /// When it left, in clock ticks since boot: its members started before.
+    at: u64,
+}
+
+/// How many ended trees are remembered at most.
+const MAX_ENDED: usize = 32;
 
 static TABLE: Mutex<Table> = Mutex::new(Table {
     next: 0,
@@ -62,6 +82,7 @@ static TABLE: Mutex<Table> = Mutex::new(Table {
     generation: 0,
     released: BTreeSet::new(),
     trees: BTreeMap::new(),
+    ended: Vec::new(),
 });
 
 fn table() -> MutexGuard<'static, Table> {
@@ -133,7 +154,18 @@ impl Live {
 
 impl Drop for Live {
     fn drop(&mut self) {
-        table().trees.remove(&self.id);
+        let mut table = table();
+        if let Some(entry) = table.trees.remove(&self.id) {
+            if table.ended.len() == MAX_ENDED {
+                table.ended.remove(0);
+            }
+            table.ended.push(Arc::new(Ended {
+                group: entry.group,
+                cgroup: entry.cgroup,
+                members: entry.members,
+                at: crate::sys::boot_ticks(),
+            }));
+        }
     }
 }
 
@@ -194,14 +226,22 @@ pub(crate) fn released(processes: impl IntoIterator<Item = (i32, u64)>) {
     table().released.extend(processes);
 }
 
-/// Forgets released processes that `table` (a whole walk) does not hold.
+/// Forgets released processes that `table` (a whole walk) does not hold,
+/// and ended trees none of whose members can still wait in it as our zombie.
 pub(crate) fn forget_gone(table: &[Stat]) {
     let mut registry = self::table();
-    if registry.released.is_empty() {
-        return;
+    if !registry.released.is_empty() {
+        let running: HashSet<(i32, u64)> = table.iter().map(|s| (s.pid, s.start_time)).collect();
+        registry.released.retain(|p| running.contains(p));
     }
-    let running: HashSet<(i32, u64)> = table.iter().map(|s| (s.pid, s.start_time)).collect();
-    registry.released.retain(|p| running.contains(p));
+    if !registry.ended.is_empty() {
+        let me = crate::sys::getpid();
+        registry.ended.retain(|ended| {
+            table
+                .iter()
+                .any(|s| s.ppid == me && !s.is_running() && s.start_time <= ended.at)
+        });
+    }
 }
 
 /// What every tree but `id` holds now.
@@ -222,6 +262,7 @@ fn snapshot(table: &Table, id: Option<u64>) -> Others {
     let mut others = Others {
         generation: table.generation,
         spawning_since: table.pending.values().min().copied(),
+        ended: table.ended.clone(),
         ..Others::default()
     };
     others.members.extend(table.released.iter().copied());
@@ -280,6 +321,9 @@ pub(crate) struct Others {
     pub(crate) members: HashSet<(i32, u64)>,
     /// The leaves of the cgroup-backed ones, as `/proc/PID/cgroup` shows them.
     pub(crate) cgroups: Vec<String>,
+    /// The trees that have left, whose killed members may still wait
+    /// unreaped.
+    ended: Vec<Arc<Ended>>,
 }
 
 impl Others {
@@ -319,15 +363,38 @@ impl Others {
         if self.cgroups.is_empty() {
             return false;
         }
-        cgroup_of(s.pid).is_some_and(|path| {
-            self.cgroups.iter().any(|leaf| {
-                path == *leaf
-                    || path
-                        .strip_prefix(leaf.as_str())
-                        .is_some_and(|rest| rest.starts_with('/'))
-            })
+        cgroup_of(s.pid).is_some_and(|path| self.cgroups.iter().any(|leaf| within(&path, leaf)))
+    }
+
+    /// Whether the exited process `s` (a zombie of ours) was a member of a
+    /// tree that has left: in its process group, found by its scans, or in
+    /// its leaf (removed by now, which `/proc/PID/cgroup` marks
+    /// `(deleted)`), and older than its end. Reaping it is no exit of the
+    /// reaper's tree.
+    pub(crate) fn ended_claims(&self, s: &Stat, cgroup_of: CgroupOf<'_>) -> bool {
+        if s.is_running() {
+            return false;
+        }
+        let mut path: Option<Option<String>> = None;
+        self.ended.iter().any(|ended| {
+            s.start_time <= ended.at
+                && (ended.group == Some(s.pgid)
+                    || ended.members.contains(&(s.pid, s.start_time))
+                    || ended.cgroup.as_deref().is_some_and(|leaf| {
+                        path.get_or_insert_with(|| cgroup_of(s.pid))
+                            .as_deref()
+                            .is_some_and(|path| within(path.trim_end_matches(" (deleted)"), leaf))
+                    }))
         })
     }
+}
+
+/// Whether the cgroup `path` is `leaf` or below it.
+fn within(path: &str, leaf: &str) -> bool {
+    path == leaf
+        || path
+            .strip_prefix(leaf)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// The leaf as `/proc/PID/cgroup` names it, read from the leader's entry
@@ -379,6 +446,7 @@ mod tests {
             groups: [400].into(),
             members: [(501, 70)].into(),
             cgroups: vec!["/corral/leaf-1".to_owned()],
+            ended: Vec::new(),
         }
     }
 
@@ -422,6 +490,63 @@ mod tests {
         assert!(!others(Some(a.id())).leaders.contains(&5_000_002));
         assert!(others(None).leaders.contains(&5_000_001));
         drop(a);
+    }
+
+    #[test]
+    fn an_ended_tree_still_claims_the_zombies_it_left_until_they_are_reaped() {
+        let zombie = |pid, pgid, start_time| Stat {
+            state: 'Z',
+            ..stat(pid, crate::sys::getpid(), pgid, start_time)
+        };
+        let group = spawning().register(5_000_021, Backend::Group, None);
+        found(group.id(), [(5_000_023, 3)]);
+        let cgroup = spawning().register(5_000_024, Backend::Cgroup, None);
+        table()
+            .trees
+            .get_mut(&cgroup.id())
+            .expect("registered")
+            .cgroup = Some("/corral/leaf-9".to_owned());
+        let leaves = |pid| match pid {
+            5_000_025 => Some("/corral/leaf-9 (deleted)".to_owned()),
+            5_000_026 => Some("/corral/leaf-90 (deleted)".to_owned()),
+            _ => Some("/user.slice".to_owned()),
+        };
+        let in_group = zombie(5_000_022, 5_000_021, 2);
+        let found_member = zombie(5_000_023, 5_000_023, 3);
+        let in_leaf = zombie(5_000_025, 5_000_025, 4);
+        assert!(
+            !others(None).ended_claims(&in_group, &leaves),
+            "a live tree's zombies are claimed as its own, not as an ended tree's"
+        );
+        drop(group);
+        drop(cgroup);
+        let seen = others(None);
+        assert!(seen.ended_claims(&in_group, &leaves), "in its group");
+        assert!(
+            seen.ended_claims(&found_member, &leaves),
+            "found by its scans"
+        );
+        assert!(seen.ended_claims(&in_leaf, &leaves), "in its removed leaf");
+        assert!(
+            !seen.ended_claims(&zombie(5_000_026, 5_000_026, 4), &leaves),
+            "a leaf with a longer name"
+        );
+        assert!(
+            !seen.ended_claims(&stat(5_000_022, 1, 5_000_021, 2), &leaves),
+            "running: not a zombie it left"
+        );
+        let younger = crate::sys::boot_ticks() + 1_000;
+        assert!(
+            !seen.ended_claims(&zombie(5_000_027, 5_000_021, younger), &leaves),
+            "started after the tree ended"
+        );
+        forget_gone(std::slice::from_ref(&in_group));
+        assert!(others(None).ended_claims(&in_group, &leaves), "one is left");
+        forget_gone(&[]);
+        assert!(
+            !others(None).ended_claims(&in_group, &leaves),
+            "none left: forgotten"
+        );
     }
 
     #[test]

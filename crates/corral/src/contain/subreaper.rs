@@ -185,7 +185,9 @@ impl Rule {
     /// Reaps orphans that have exited, whoever's they were: a zombie is no
     /// tree's member, and only we can reap it. Never another tree's leader,
     /// whose supervisor wants its status, nor our own (the same). Returns
-    /// the reaped that were ours, by identity.
+    /// the reaped that were ours, by identity: not those of a live tree,
+    /// nor those a tree that has ended killed and left unreaped (counted as
+    /// ours, they would make an empty tree look busy and get it signalled).
     pub(crate) fn reap_adopted(
         &self,
         table: &[Stat],
@@ -198,7 +200,8 @@ impl Rule {
             .filter(|s| !s.is_running() && self.is_orphan(s) && !others.is_leader(s))
             .filter(|s| !others.may_be_spawning(s));
         for zombie in zombies {
-            let ours = !others.claims_with(zombie, cgroup_of);
+            let ours =
+                !others.claims_with(zombie, cgroup_of) && !others.ended_claims(zombie, cgroup_of);
             match sys::reap(zombie.pid) {
                 Ok(true) if ours => reaped.push((zombie.pid, zombie.start_time)),
                 Ok(_) => {}
@@ -382,5 +385,69 @@ mod tests {
         for (what, held) in outcome {
             assert!(held, "{what}");
         }
+    }
+
+    /// With real processes: a tree that has ended (here a process group
+    /// whose leader is reaped) leaves a member that re-parented to us as a
+    /// zombie. A subreaper tree reaps it, but not as an exit of its own:
+    /// counted so, it made an empty tree look busy, and the tree was
+    /// signalled with nothing left (docs/flakes.md (21)).
+    #[test]
+    fn a_zombie_an_ended_tree_left_is_reaped_but_not_counted() {
+        use std::{
+            io::BufRead,
+            os::unix::process::CommandExt,
+            process::{Command, Stdio},
+            time::{Duration, Instant},
+        };
+
+        use crate::contain::{Backend, registry};
+        let claim = Claim::acquire().expect("the subreaper role");
+        let mut leader = Command::new("sleep").arg("30").spawn().expect("sleep");
+        let leader_pid = leader.id() as i32;
+        let rule = Rule {
+            me: sys::getpid(),
+            leader: leader_pid,
+            leader_start: identity::read_stat(leader_pid).expect("stat").start_time,
+            preexisting: claim.preexisting.clone(),
+            claim: Some(claim),
+        };
+        let announced = registry::spawning();
+        let mut theirs = Command::new("sh")
+            .args(["-c", "(exec sleep 0.2) & echo $!"])
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("sh");
+        let live = announced.register(theirs.id() as i32, Backend::Group, None);
+        let mut line = String::new();
+        std::io::BufReader::new(theirs.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("the orphan's pid");
+        let orphan: i32 = line.trim().parse().expect("a pid");
+        theirs.wait().expect("their leader reaped");
+        drop(live);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let zombie = loop {
+            let stat = identity::read_stat(orphan).expect("the orphan waits for us");
+            if !stat.is_running() {
+                break stat;
+            }
+            assert!(Instant::now() < deadline, "the orphan did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(zombie.ppid, sys::getpid(), "re-parented to us");
+        let table = identity::all_processes().expect("/proc");
+        let reaped = rule.reap_adopted(&table, &registry::others(None), &registry::cgroup_of);
+        let still_there =
+            identity::read_stat(orphan).is_ok_and(|s| s.start_time == zombie.start_time);
+        let _ = leader.kill();
+        let _ = leader.wait();
+        drop(rule);
+        assert!(!still_there, "the zombie was reaped");
+        assert!(
+            reaped.is_empty(),
+            "counted as the tree's own exits: {reaped:?}"
+        );
     }
 }
