@@ -517,6 +517,193 @@ async fn a_leader_that_leaves_its_leaf_at_once_is_ended() {
     assert_contained(&run.finished, run.took, &run.leaf);
 }
 
+/// A cgroup tree of `command` told its leaf: the test writes the leaf's path
+/// to the file `$LEAF_FILE` once spawned (the command waits for it), then
+/// reads the readiness line. `None` (said as skipped) without the cgroup
+/// backend.
+async fn spawn_told_its_leaf(
+    command: Command,
+    marks: &Scratch,
+) -> Option<(corral::Child, PathBuf, Vec<Proc>, CancellationToken)> {
+    let token = CancellationToken::new();
+    let leaf_file = marks.path("leaf");
+    let command = command
+        .env("LEAF_FILE", &leaf_file)
+        .backend(BackendChoice::Only(Backend::Cgroup))
+        .final_bound(FINAL)
+        .cancel_on(token.clone());
+    let child = spawned(command.spawn().await)?;
+    let leaf = child.cgroup().expect("a leaf").to_owned();
+    std::fs::write(&leaf_file, leaf.as_os_str().as_encoded_bytes()).expect("the leaf file");
+    let mut tap = child.stdout_tap().expect("captured");
+    let procs = parse_ready(&first_line(&mut tap).await);
+    Some((child, leaf, procs, token))
+}
+
+/// Waits for the leaf's path in `$LEAF_FILE`, as `$leaf`.
+const READ_LEAF: &str =
+    "until [ -s \"$LEAF_FILE\" ]; do sleep 0.01; done; leaf=$(cat \"$LEAF_FILE\"); ";
+
+/// The cgroup v2 path of this process, as `/proc/self/cgroup` says.
+fn own_cgroup() -> String {
+    std::fs::read_to_string("/proc/self/cgroup")
+        .expect("/proc/self/cgroup")
+        .lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .expect("a cgroup v2 line")
+        .to_owned()
+}
+
+/// A member that moves its supervisor (this test process) into its own leaf
+/// (root may write any `cgroup.procs`): frozen there, the supervisor would
+/// never thaw the leaf, and `cgroup.kill` would end it with the tree. corral
+/// moves itself back out to the leaf's parent before the freeze, ends the
+/// tree all the same, and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_moves_its_supervisor_into_the_leaf_is_ended_all_the_same() {
+    if cgroup_parent().is_none() {
+        return;
+    }
+    let marks = Scratch::new("supervisor-moved-in");
+    let command = Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "{READ_LEAF}echo \"$SUPERVISOR\" > \"$leaf/cgroup.procs\" && echo ready $$; \
+                 trap '' TERM; while :; do sleep 0.05; done"
+            ),
+        ])
+        .env("SUPERVISOR", std::process::id().to_string())
+        .grace(GRACE);
+    let Some((child, leaf, procs, token)) = spawn_told_its_leaf(command, &marks).await else {
+        return;
+    };
+    let _cleanup = Guard::of(procs.clone());
+    let leaf_name = leaf
+        .file_name()
+        .expect("a name")
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        own_cgroup().ends_with(&format!("/{leaf_name}")),
+        "the member moved this process into {}: it is in {}",
+        leaf.display(),
+        own_cgroup()
+    );
+    let started = std::time::Instant::now();
+    token.cancel();
+    let finished = child.wait().await.expect("a result");
+    assert_eq!(
+        finished.outcome,
+        Outcome::Cancelled,
+        "{:?}",
+        finished.report
+    );
+    assert!(
+        finished
+            .report
+            .notes
+            .iter()
+            .any(|note| note.contains("it was moved back out")),
+        "{:?}",
+        finished.report
+    );
+    assert!(
+        !own_cgroup().ends_with(&format!("/{leaf_name}")),
+        "still in the leaf"
+    );
+    assert!(!procs[0].is_alive(), "the member still runs");
+    assert_contained(&finished, started.elapsed(), &leaf);
+}
+
+/// A member that left its leaf and then thaws it over and over (root may
+/// write its `cgroup.freeze`): the freeze of each signal step's look is
+/// undone, and the report says that what members forked meanwhile may be
+/// unnamed. The tree is still ended, the thawing member by identity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_freeze_undone_during_a_signal_step_is_noted() {
+    let Some(parent) = cgroup_parent() else {
+        return;
+    };
+    let marks = Scratch::new("freeze-undone");
+    let thawer = format!(
+        "{READ_LEAF}trap '' TERM; echo 0 > \"$PARENT/cgroup.procs\" && echo ready $$; \
+         while :; do echo 0 > \"$leaf/cgroup.freeze\"; done"
+    );
+    let command = Command::new("sh")
+        .args(["-c", "sh -c \"$THAWER\" & wait"])
+        .env("THAWER", thawer)
+        .env("PARENT", &parent)
+        .grace(GRACE);
+    let Some((child, leaf, procs, token)) = spawn_told_its_leaf(command, &marks).await else {
+        return;
+    };
+    let _cleanup = Guard::of(procs.clone());
+    let started = std::time::Instant::now();
+    token.cancel();
+    let finished = child.wait().await.expect("a result");
+    assert!(
+        finished
+            .report
+            .notes
+            .iter()
+            .any(|note| note.contains("freeze was undone")),
+        "{:?}",
+        finished.report
+    );
+    assert_eq!(left_cgroup(&finished), procs, "{:?}", finished.report);
+    assert!(!procs[0].is_alive(), "the thawing member still runs");
+    assert_contained(&finished, started.elapsed(), &leaf);
+}
+
+/// A leaf frozen by someone else (a debugger, a checkpoint) before the
+/// cleanup is left frozen by the signal steps: corral never thaws a freeze
+/// it did not write. Its members receive `SIGTERM` but never run to handle
+/// it (the trap's mark is never written), and `SIGKILL` (which the freezer
+/// does not hold) ends them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaf_frozen_by_someone_else_is_left_frozen() {
+    if cgroup_parent().is_none() {
+        return;
+    }
+    let marks = Scratch::new("frozen-outside");
+    let term = marks.path("term");
+    let command = Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "{READ_LEAF}trap ': > \"$TERM_MARK\"' TERM; echo ready $$; \
+                 while :; do sleep 0.05; done"
+            ),
+        ])
+        .env("TERM_MARK", &term)
+        // Long enough for a thawed member to run its trap, however loaded
+        // the machine: ended by SIGKILL at its end.
+        .grace(Duration::from_secs(2));
+    let Some((child, leaf, procs, token)) = spawn_told_its_leaf(command, &marks).await else {
+        return;
+    };
+    let _cleanup = Guard::of(procs.clone());
+    std::fs::write(leaf.join("cgroup.freeze"), b"1").expect("freezing the leaf");
+    let frozen = corral_tests::wait_until_async(SLACK, || {
+        std::fs::read_to_string(leaf.join("cgroup.events"))
+            .is_ok_and(|events| events.lines().any(|line| line == "frozen 1"))
+    })
+    .await;
+    assert!(frozen, "the leaf did not freeze");
+    let started = std::time::Instant::now();
+    token.cancel();
+    let finished = child.wait().await.expect("a result");
+    assert!(
+        !term.exists(),
+        "the leaf was thawed: its member ran its SIGTERM trap: {:?}",
+        finished.report
+    );
+    assert!(finished.report.escalated, "{:?}", finished.report);
+    assert!(!procs[0].is_alive(), "the member still runs");
+    assert_contained(&finished, started.elapsed(), &leaf);
+}
+
 /// Run as another user (here `nobody`), the same move is refused by the
 /// kernel: the leaf and its ancestors belong to root. The tree is contained
 /// and nothing is left.
