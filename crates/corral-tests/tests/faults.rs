@@ -646,3 +646,80 @@ fn a_subreaper_tree_leaves_the_callers_own_subreaper_flag_alone() {
     assert_eq!(rc, 0);
     assert_eq!(flag, 1, "the caller's own subreaper flag was cleared");
 }
+
+// ---------------------------------------------------------------------------
+// The leader reaped by something else in the host.
+
+/// A host with a reaper of its own (a thread calling `waitpid(-1)`, as some
+/// runtimes' `SIGCHLD` handlers do) takes the leader's exit status before
+/// corral reads it: here for sure, as the runtime's only thread, which runs
+/// the supervisor, is held until the reaper has it. The call still ends
+/// when the leader exits (its pidfd says so; before, the supervisor waited
+/// for ever when there was no time limit), and the report says why the
+/// exit code is unknown. (`SIGCHLD` set to be ignored, which has the kernel
+/// reap every child, is refused at the spawn: `Error::ChildrenAutoreaped`.)
+#[test]
+fn a_leader_reaped_by_another_reaper_of_the_host_still_ends_the_call() {
+    use std::sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    };
+    let Run::Body = in_child(
+        "a_leader_reaped_by_another_reaper_of_the_host_still_ends_the_call",
+        "",
+        false,
+    ) else {
+        return;
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let reaped = Arc::new(Mutex::new(Vec::new()));
+    let reaper = {
+        let (stop, reaped) = (Arc::clone(&stop), Arc::clone(&reaped));
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let mut status = 0;
+                // SAFETY: waitpid writes one int through the pointer.
+                let pid = unsafe { libc::waitpid(-1, &raw mut status, libc::WNOHANG) };
+                if pid > 0 {
+                    reaped.lock().expect("the list").push(pid);
+                } else {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        })
+    };
+    let finished = runtime().block_on(async {
+        let child = Command::new("sh")
+            .args(["-c", "exit 3"])
+            .spawn()
+            .await
+            .expect("spawned");
+        let leader = child.id();
+        // The supervisor runs on this (current-thread) runtime: held here,
+        // it cannot read the status first.
+        let taken = Instant::now() + Duration::from_secs(30);
+        while !reaped.lock().expect("the list").contains(&leader) {
+            assert!(Instant::now() < taken, "the host's reaper never took the leader");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        tokio::time::timeout(Duration::from_secs(60), child.wait())
+            .await
+            .expect("the call ended once the leader exited")
+            .expect("a result")
+    });
+    stop.store(true, Ordering::SeqCst);
+    reaper.join().expect("the reaper");
+    println!("{:?} {:?}", finished.outcome, finished.report);
+    assert_eq!(finished.outcome, Outcome::Exited { code: -1 });
+    assert!(finished.leader.is_none());
+    assert!(
+        finished
+            .report
+            .notes
+            .iter()
+            .any(|note| note.contains("exit status was taken by something else")),
+        "{:?}",
+        finished.report
+    );
+    assert!(finished.report.survivors.is_empty(), "{:?}", finished.report);
+}

@@ -661,6 +661,15 @@ impl Supervision {
     fn reap_leader(&mut self, report: &mut CleanupReport) -> Option<Exit> {
         match sys::exit_status(self.leader.pidfd.get_ref().as_fd(), true) {
             Ok(exit) => exit,
+            Err(error) if sys::is_no_child(&error) => {
+                report.notes.push(
+                    "the leader's exit status was taken by something else in this process (a \
+                     waitpid(-1), or a SIGCHLD handler that reaps every child): it is unknown \
+                     here, and the outcome's exit code is -1"
+                        .to_owned(),
+                );
+                None
+            }
             Err(error) => {
                 report
                     .notes
@@ -734,6 +743,10 @@ async fn wait_exit(leader: &Leader) {
         match sys::exit_status(guard.get_inner().as_fd(), false) {
             Ok(Some(_)) => return,
             Ok(None) => guard.clear_ready(),
+            // Readable, yet no child to wait for: something else in this
+            // process reaped it (a `waitpid(-1)`), so it has exited; its
+            // status is lost (see `reap_leader`).
+            Err(error) if sys::is_no_child(&error) => return,
             Err(error) => {
                 tracing::warn!(%error, "waiting for the leader failed");
                 return std::future::pending().await;

@@ -343,6 +343,12 @@ pub(crate) fn is_out_of_descriptors(error: &io::Error) -> bool {
     matches!(error.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
 }
 
+/// Whether an error of a wait means the process is no child of ours to wait
+/// for (`ECHILD`): for our own child, something else reaped it.
+pub(crate) fn is_no_child(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(libc::ECHILD)
+}
+
 /// `waitid(P_PIDFD, pidfd, WEXITED | WNOHANG)`: reaps the process behind
 /// `pidfd` if it is our child and has exited. True if it was reaped.
 ///
