@@ -150,7 +150,10 @@ fn described(left: &[(i32, char, String)]) -> String {
 /// Reaps every zombie child of this test process (orphans adopted by it).
 fn reap_children() {
     loop {
-        match rustix::process::waitpid(None, rustix::process::WaitOptions::NOHANG) {
+        // `wait`, not `waitpid(None)`: rustix's `None` is `waitpid(0)`,
+        // this process group's children only, and adopted orphans
+        // (`setsid` ones) are in groups of their own.
+        match rustix::process::wait(rustix::process::WaitOptions::NOHANG) {
             Ok(Some(_)) => {}
             _ => return,
         }
