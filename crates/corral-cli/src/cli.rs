@@ -755,14 +755,18 @@ fn run_after_help() -> String {
          \n\
          Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to corral end the whole tree\n\
          with the same policy (SIGNAL, then SIGKILL after --kill-after), then corral\n\
-         exits 128+N. SIGALRM means the time is up (the policy, then 124). Every other\n\
+         exits 128+N. SIGALRM means the time is up (the policy, then 124). Once the\n\
+         tree is being ended, each of these received is passed on to what still runs\n\
+         (the grace not reset); SIGALRM then sends SIGKILL. Every other\n\
          signal that would end corral (SIGUSR1, SIGUSR2, real-time signals, ...) is\n\
          passed on to every process of the tree, which runs on; if it ends the command,\n\
          that is the command's status. Not SIGPIPE, which corral ignores (its own writes\n\
          must not reach the tree), nor the fault signals (SEGV, BUS, ILL, FPE, TRAP,\n\
          SYS); SIGRTMAX is held, not passed on. A signal ignored when corral starts (as\n\
          under nohup, or SIGPIPE after trap '' PIPE) stays ignored, and the command\n\
-         inherits that; SIGCHLD is set back to its default. If corral's parent dies,\n\
+         inherits that; SIGCHLD is set back to its default. corral ignores SIGTTIN and\n\
+         SIGTTOU itself (as timeout(1)); the command starts with both at their defaults.\n\
+         If corral's parent dies,\n\
          that counts as SIGTERM. A standard error that cannot be written drops -v lines\n\
          and warnings.\n\
          \n\

@@ -781,3 +781,190 @@ fn cascaded_timeouts_work_as_a_background_job() {
     );
     assert!(received.exists(), "{who:?}: the command never got INT");
 }
+
+// Signals received while the tree is being ended, and the job-control ones.
+
+/// A leader that records each of `TERM`, `INT` and `HUP` it gets to
+/// `$LOG` and exits after `HUP`, and a background child that records
+/// `TERM` and `HUP` to `$CHILD_LOG` (a background job of `sh` starts with
+/// `SIGINT` ignored) and exits after `HUP`; `$RUNNING` marks both ready.
+const RECORDING: &str = "( trap 'echo TERM >> \"$CHILD_LOG\"' TERM; \
+      trap 'echo HUP >> \"$CHILD_LOG\"; exit 0' HUP; \
+      echo > \"$CHILD_READY\"; n=300; while [ $n != 0 ]; do sleep 0.1; n=$((n - 1)); done ) & \
+    for s in TERM INT; do trap \"echo $s >> \\\"\\$LOG\\\"\" $s; done; \
+    trap 'echo HUP >> \"$LOG\"; wait; exit 0' HUP; \
+    until [ -e \"$CHILD_READY\" ]; do sleep 0.05; done; echo > \"$RUNNING\"; \
+    n=300; while [ $n != 0 ]; do sleep 0.1; n=$((n - 1)); done";
+
+/// The lines of `path` (none if it is not there yet).
+fn lines_of(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// GNU `timeout` passes on every signal it receives, not only the first
+/// (its `cleanup` runs for each): `TERM` starts the ending (the -k grace,
+/// long here, starts), then `INT` and `HUP` reach the command and its
+/// background child as well, and the command decides (it exits after
+/// `HUP`). corral as `timeout` and `corral run` do the same; `corral run`
+/// lists each in its report.
+#[test]
+fn signals_received_while_the_tree_is_ended_are_passed_on() {
+    for who in ALL {
+        let scratch = Scratch::new("second-signal");
+        let (log, child_log) = (scratch.path("log"), scratch.path("child-log"));
+        let running = scratch.path("running");
+        let report = scratch.path("report.json");
+        let mut args = Vec::new();
+        if who == Who::CorralRun {
+            args.extend(["--report", report.to_str().expect("utf-8")]);
+        }
+        args.extend(["-k", "300", "600", "sh", "-c", RECORDING]);
+        let child = command(who, &args)
+            .env("LOG", &log)
+            .env("CHILD_LOG", &child_log)
+            .env("CHILD_READY", scratch.path("child-ready"))
+            .env("RUNNING", &running)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let mut guard = Guard::new(child);
+        assert!(
+            corral_tests::wait_until(Duration::from_secs(10), || running.exists()),
+            "{who:?}: the command never ran"
+        );
+        let pid = guard.child.as_ref().expect("timeout").id().cast_signed();
+        let mut expected = Vec::new();
+        for (signal, name) in [(libc::SIGTERM, "TERM"), (libc::SIGINT, "INT")] {
+            // Our own unreaped child: its pid is its identity.
+            unsafe { libc::kill(pid, signal) };
+            expected.push(name.to_owned());
+            assert!(
+                corral_tests::wait_until(Duration::from_secs(10), || lines_of(&log) == expected),
+                "{who:?}: the command got {:?}, not {expected:?}",
+                lines_of(&log)
+            );
+        }
+        unsafe { libc::kill(pid, libc::SIGHUP) };
+        guard
+            .wait_exit(Duration::from_secs(20))
+            .unwrap_or_else(|| panic!("{who:?}: timeout did not exit after HUP"));
+        assert_eq!(lines_of(&log), ["TERM", "INT", "HUP"], "{who:?}");
+        assert_eq!(lines_of(&child_log), ["TERM", "HUP"], "{who:?}: the child");
+        if who == Who::CorralRun {
+            let text = std::fs::read_to_string(&report).expect("the report");
+            let report: serde_json::Value = serde_json::from_str(&text).expect("json");
+            let sent: Vec<&str> = report["signals"]
+                .as_array()
+                .expect("signals")
+                .iter()
+                .filter_map(|s| s["signal"].as_str())
+                .collect();
+            assert_eq!(sent, ["SIGTERM", "SIGINT", "SIGHUP"], "{text}");
+        }
+    }
+}
+
+/// GNU's `SIGALRM` once the ending began (its kill-after timer, or sent
+/// from outside, as here) sends its signal, `SIGKILL` after -k: a command
+/// that traps `TERM` and goes on is killed at once, not after the grace (300
+/// s here). So as corral's `timeout` and with `corral run`.
+#[test]
+fn an_alarm_while_the_tree_is_ended_kills_after_kill_after() {
+    for who in ALL {
+        let scratch = Scratch::new("late-alarm");
+        let (log, running) = (scratch.path("log"), scratch.path("running"));
+        let script = "trap 'echo TERM >> \"$LOG\"' TERM; echo > \"$RUNNING\"; \
+                      n=3000; while [ $n != 0 ]; do sleep 0.1; n=$((n - 1)); done";
+        let child = command(who, &["-k", "300", "600", "sh", "-c", script])
+            .env("LOG", &log)
+            .env("RUNNING", &running)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let mut guard = Guard::new(child);
+        assert!(
+            corral_tests::wait_until(Duration::from_secs(10), || running.exists()),
+            "{who:?}: the command never ran"
+        );
+        let pid = guard.child.as_ref().expect("timeout").id().cast_signed();
+        // Our own unreaped child: its pid is its identity.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        assert!(
+            corral_tests::wait_until(Duration::from_secs(10), || lines_of(&log) == ["TERM"]),
+            "{who:?}: the command never got TERM"
+        );
+        unsafe { libc::kill(pid, libc::SIGALRM) };
+        guard
+            .wait_exit(Duration::from_secs(60))
+            .unwrap_or_else(|| panic!("{who:?}: the alarm did not kill the command"));
+        assert_eq!(lines_of(&log), ["TERM"], "{who:?}");
+    }
+}
+
+/// The bits of `SIGTTIN` and `SIGTTOU` in a `SigIgn:` line of
+/// `/proc/PID/status`.
+fn job_control_ignored(line: &str) -> u64 {
+    let mask = line
+        .trim()
+        .strip_prefix("SigIgn:")
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or_else(|| panic!("not a SigIgn line: {line:?}"));
+    mask & (1 << (libc::SIGTTIN - 1) | 1 << (libc::SIGTTOU - 1))
+}
+
+/// GNU `timeout` ignores `SIGTTIN` and `SIGTTOU` itself (it must not stop
+/// when its background command reaches for the terminal) and resets both to
+/// their defaults in its child: the command starts with them at their
+/// defaults even when timeout's parent left them ignored. corral as
+/// `timeout` and `corral run` (both ways of starting the command: clone3
+/// into a cgroup, and fork with the group backend) do the same.
+#[test]
+fn ttin_and_ttou_are_ignored_by_timeout_and_at_their_defaults_in_the_command() {
+    let both = 1 << (libc::SIGTTIN - 1) | 1 << (libc::SIGTTOU - 1);
+    let print = [
+        "sh",
+        "-c",
+        "grep SigIgn /proc/$$/status; grep SigIgn /proc/$PPID/status",
+    ];
+    for parent_ignores in [false, true] {
+        for (who, extra) in [
+            (Who::Gnu, &[][..]),
+            (Who::Timeout, &[]),
+            (Who::CorralRun, &[]),
+            (Who::CorralRun, &["--backend", "group"]),
+        ] {
+            let context = format!("{who:?} {extra:?}, parent ignores: {parent_ignores}");
+            let mut args = extra.to_vec();
+            args.push("10");
+            args.extend(print);
+            let mut command = command(who, &args);
+            if parent_ignores {
+                // SAFETY: SIG_IGN in the forked child before exec.
+                unsafe {
+                    command.pre_exec(|| {
+                        libc::signal(libc::SIGTTIN, libc::SIG_IGN);
+                        libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+                        Ok(())
+                    });
+                }
+            }
+            let out = command.output().expect("run");
+            assert_eq!(out.status.code(), Some(0), "{context}: {}", stderr(&out));
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let lines: Vec<&str> = text.lines().collect();
+            let [cmd, supervisor] = lines[..] else {
+                panic!("{context}: {text:?}");
+            };
+            assert_eq!(job_control_ignored(cmd), 0, "{context}: the command");
+            assert_eq!(
+                job_control_ignored(supervisor),
+                both,
+                "{context}: timeout itself"
+            );
+        }
+    }
+}

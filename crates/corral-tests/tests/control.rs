@@ -28,7 +28,7 @@ const TRAPPING: &str = "( trap 'echo child USR1' USR1; echo ready; while :; do s
     trap 'echo leader USR1' USR1; echo ready; while :; do sleep 0.05; done";
 
 /// `Control::signal` reaches every process of the tree, which runs on; the
-/// report notes it; once the cleanup has begun, nothing more is sent.
+/// report notes it; once the call has ended, nothing more is sent.
 #[tokio::test(flavor = "current_thread")]
 async fn a_signal_passed_on_reaches_every_process_and_the_tree_runs_on() {
     for backend in backends() {

@@ -45,8 +45,9 @@ pub struct Child {
     pub(crate) stop: CancellationToken,
     pub(crate) time_up: CancellationToken,
     /// The first signal [`Control::end_with`] asked for, instead of the
-    /// policy's.
-    pub(crate) first_signal: Arc<OnceLock<Signal>>,
+    /// policy's; set to `None` by the supervisor when the cleanup begins
+    /// without one.
+    pub(crate) first_signal: Arc<OnceLock<Option<Signal>>>,
     pub(crate) signals: mpsc::UnboundedSender<Signal>,
     pub(crate) dropped: Arc<AtomicBool>,
     pub(crate) result: Option<oneshot::Receiver<Finished>>,
@@ -59,7 +60,7 @@ pub struct Child {
 pub struct Control {
     stop: CancellationToken,
     time_up: CancellationToken,
-    first_signal: Arc<OnceLock<Signal>>,
+    first_signal: Arc<OnceLock<Option<Signal>>>,
     signals: mpsc::UnboundedSender<Signal>,
 }
 
@@ -68,7 +69,12 @@ impl Control {
     /// signals are sent (by identity, or to each process of the leaf
     /// cgroup), and lets the tree run on: what the processes do with it is
     /// theirs. The supervisor sends it; the report's notes say to how many.
-    /// False if the cleanup has already begun (the signal is not sent).
+    ///
+    /// During the cleanup it is sent too, to the processes still running,
+    /// between the policy's steps: it is listed with the report's signals,
+    /// and changes neither the grace nor the final bound. Not once the
+    /// policy has sent `SIGKILL` (nothing left to tell). False once the
+    /// call has ended (the signal is not sent).
     pub fn signal(&self, signal: Signal) -> bool {
         self.signals.send(signal).is_ok()
     }
@@ -79,6 +85,14 @@ impl Control {
         self.time_up.cancel();
     }
 
+    /// Whether the tree is being ended: its cleanup has begun (whatever
+    /// began it: the time limit, the leader's exit with members left), or
+    /// [`end_with`](Self::end_with) was called. A signal meant to end the
+    /// tree is then for [`signal`](Self::signal) to pass on.
+    pub fn ending(&self) -> bool {
+        self.first_signal.get().is_some()
+    }
+
     /// As [`Child::terminate`].
     pub fn terminate(&self) {
         self.stop.cancel();
@@ -87,10 +101,15 @@ impl Control {
     /// Ends the tree now as [`terminate`](Self::terminate) does, with
     /// `signal` as the policy's first signal (then its grace and `SIGKILL`):
     /// what `timeout(1)` does with a signal it receives, which it passes on
-    /// to its command. Only the first call's signal counts, and only if the
-    /// cleanup has not begun.
+    /// to its command. Only the first call's signal is the policy's first,
+    /// and only if the cleanup has not begun; a later call (or one after
+    /// the cleanup began) passes its signal on as [`signal`](Self::signal)
+    /// does, as `timeout(1)` passes on every signal it receives, the grace
+    /// not reset.
     pub fn end_with(&self, signal: Signal) {
-        let _ = self.first_signal.set(signal);
+        if self.first_signal.set(Some(signal)).is_err() {
+            let _ = self.signals.send(signal);
+        }
         self.stop.cancel();
     }
 }

@@ -89,6 +89,9 @@ pub struct Command {
     pub(crate) uid: Option<u32>,
     pub(crate) gid: Option<u32>,
     pub(crate) ignore_sigpipe: bool,
+    /// [`Command::default_signals`], one bit per signal number (bit N-1
+    /// for signal N).
+    pub(crate) default_signals: u64,
     pub(crate) new_session: bool,
     pub(crate) foreground: bool,
     pub(crate) on_signal: OnSignal,
@@ -144,6 +147,7 @@ impl Command {
             uid: None,
             gid: None,
             ignore_sigpipe: false,
+            default_signals: 0,
             new_session: false,
         }
     }
@@ -370,6 +374,22 @@ impl Command {
     /// of dying of the signal. Every other ignored signal is inherited as is.
     pub fn ignore_sigpipe(mut self, ignore: bool) -> Self {
         self.ignore_sigpipe = ignore;
+        self
+    }
+
+    /// Starts the command with `signals` at their default disposition even
+    /// where this process ignores them (`execve` keeps an ignored signal
+    /// ignored, and resets only handled ones): as GNU `timeout` resets
+    /// `SIGTTIN` and `SIGTTOU`, which it ignores itself, in its child.
+    /// `SIGKILL` and `SIGSTOP`, never ignored, are left out; so is a
+    /// `SIGPIPE` that [`ignore_sigpipe`](Self::ignore_sigpipe) asks for.
+    pub fn default_signals(mut self, signals: impl IntoIterator<Item = Signal>) -> Self {
+        for signal in signals {
+            let number = signal.number();
+            if (1..=64).contains(&number) && signal != Signal::KILL && signal != Signal::STOP {
+                self.default_signals |= 1 << (number - 1);
+            }
+        }
         self
     }
 

@@ -38,6 +38,18 @@ pub fn sigpipe_ignored_at_start() -> Option<bool> {
     sys::sigpipe_ignored_at_start()
 }
 
+/// Sets `signal`'s disposition in this process to "ignore": for a
+/// supervisor that must not be stopped by `SIGTTIN` or `SIGTTOU` when its
+/// command, in the background, reaches for the terminal (as GNU `timeout`
+/// ignores them). Its command inherits that unless it is reset
+/// ([`Command::default_signals`](crate::Command::default_signals)).
+///
+/// # Errors
+/// If the kernel refuses the change (`SIGKILL`, `SIGSTOP`).
+pub fn ignore(signal: Signal) -> io::Result<()> {
+    sys::ignore(signal)
+}
+
 /// Blocks `signal` in the calling thread and every thread it starts later
 /// (call it before any other thread exists): sent to this process, it stays
 /// pending instead of acting. For a signal a supervisor must survive but

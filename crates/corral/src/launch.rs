@@ -260,6 +260,7 @@ fn launch_into_cgroup(
         cgroup,
         creds,
         ignore_sigpipe: command.ignore_sigpipe,
+        default_signals: command.default_signals,
         new_session: command.new_session,
     };
     match sys::spawn_into_cgroup(&exec) {
@@ -295,6 +296,7 @@ fn launch_with_std(
     setup.cwd = cwd.child();
     setup.creds = creds;
     setup.ignore_sigpipe = command.ignore_sigpipe;
+    setup.default_signals = command.default_signals;
     setup.new_session = command.new_session;
     let mut child = sys::spawn(&mut std_command, setup)?;
     let pid = child.id() as i32;

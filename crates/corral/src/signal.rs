@@ -75,6 +75,11 @@ impl Signal {
     pub const CONT: Self = Self(18);
     /// `SIGSTOP`: stops a process, which no handler can catch or ignore.
     pub const STOP: Self = Self(19);
+    /// `SIGTTIN`: a background process read from its terminal (stops it).
+    pub const TTIN: Self = Self(21);
+    /// `SIGTTOU`: a background process wrote to its terminal, or changed
+    /// its settings (stops it).
+    pub const TTOU: Self = Self(22);
     /// `SIGXCPU` (a CPU-time limit was reached).
     pub const XCPU: Self = Self(24);
     /// `SIGWINCH`: the terminal's window size changed.

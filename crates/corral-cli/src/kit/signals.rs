@@ -89,6 +89,24 @@ pub fn init_handled() -> Vec<Signal> {
     handled
 }
 
+/// The job-control signals `corral run` ignores itself, as GNU `timeout`
+/// does: a command in the background that reads from the terminal (or
+/// writes to it under `stty tostop`) gets `SIGTTIN` (`SIGTTOU`), and so does
+/// its whole process group, corral included when it shares it; corral must
+/// not stop with it, its time limit and its signals on hold. The command
+/// starts with both at their defaults ([`corral::Command::default_signals`]),
+/// whatever corral's parent left, as GNU's child resets them.
+pub const JOB_CONTROL: [Signal; 2] = [Signal::TTIN, Signal::TTOU];
+
+/// Ignores [`JOB_CONTROL`] in corral itself.
+pub fn ignore_job_control() {
+    for signal in JOB_CONTROL {
+        if let Err(error) = host::ignore(signal) {
+            tracing::debug!(%signal, %error, "not ignored");
+        }
+    }
+}
+
 /// Blocks `SIGRTMAX`, which would end corral but which [`run_handled`]
 /// cannot include: sent to corral, it stays pending (not passed on). Call
 /// it before any thread starts, so that every thread inherits the block;

@@ -11,8 +11,6 @@
 //! (`corral::init::end_the_rest`), where an init that just exits leaves it
 //! to the kernel's `SIGKILL`.
 
-use std::future::Future;
-
 use corral::{
     Policy, Signal,
     host::SignalWatch,
@@ -78,18 +76,6 @@ pub async fn reap(init: &mut Option<Init>) {
             init::reap_orphans();
         }
         None => std::future::pending().await,
-    }
-}
-
-/// `work`, reaping the namespace's orphans meanwhile.
-pub async fn reaping<T>(init: &mut Option<Init>, work: impl Future<Output = T>) -> T {
-    let mut work = std::pin::pin!(work);
-    loop {
-        tokio::select! {
-            biased;
-            done = &mut work => return done,
-            () = reap(init) => {}
-        }
     }
 }
 

@@ -4,7 +4,10 @@ pub mod gnu;
 mod init;
 mod report;
 
-use std::{pin::pin, time::Instant};
+use std::{
+    pin::pin,
+    time::{Duration, Instant},
+};
 
 use anyhow::Context;
 use corral::{Error, Finished, Input, Output, Signal};
@@ -32,6 +35,7 @@ use crate::{
 pub fn main(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
     // Still the only thread.
     signals::hold_unhandled();
+    signals::ignore_job_control();
     // As `timeout`, -v is GNU's lines only, not corral's debug log.
     let sink = startup::supervisor(&args.report, args.verbose && args.timeout_name.is_none())?;
     startup::supervise(run(args, parent, sink))
@@ -97,30 +101,59 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
     // As `timeout`, -v is GNU's lines only.
     let corral_verbose = args.verbose && args.timeout_name.is_none();
     let mut wait = pin!(child.wait());
-    let (result, received) = loop {
+    // The signal that ended the tree, and whether it is being ended: a
+    // signal received from then on is passed on to what still runs, as GNU
+    // `timeout` passes on every one (its grace, -k, not reset).
+    let mut received = None;
+    let mut ending = false;
+    let result = loop {
         tokio::select! {
             biased;
-            result = &mut wait => break (result, None),
+            result = &mut wait => break result,
             () = init::reap(&mut init) => {}
             signal = signals.recv() => match init::meaning(init.as_ref(), signal) {
+                Meaning::End if ending || control.ending() => {
+                    if corral_verbose {
+                        say!("received {signal} while ending the tree; passing it on");
+                    }
+                    control.signal(signal);
+                }
                 Meaning::End => {
                     if corral_verbose {
                         say!("received {signal}; ending the tree");
                     }
+                    ending = true;
+                    received = Some(signal);
                     // As `timeout`, the signal received is the one passed
                     // on, as GNU's: then the grace (-k) and SIGKILL.
                     match args.timeout_name {
                         Some(_) => control.end_with(signal),
                         None => cancel.cancel(),
                     }
-                    break (init::reaping(&mut init, &mut wait).await, Some(signal));
+                }
+                Meaning::TimeUp if ending || control.ending() => {
+                    // GNU's alarm once its cleanup began: its signal
+                    // again without -k, SIGKILL with it (corral run's
+                    // grace always ends).
+                    let late = if args.kill_after == Duration::MAX {
+                        args.signal.0
+                    } else {
+                        Some(Signal::KILL)
+                    };
+                    if corral_verbose {
+                        say!("received {signal} while ending the tree; sending {}",
+                            late.map_or_else(|| "nothing".to_owned(), |s| s.to_string()));
+                    }
+                    if let Some(late) = late {
+                        control.signal(late);
+                    }
                 }
                 Meaning::TimeUp => {
                     if corral_verbose {
                         say!("received {signal}: the time is up");
                     }
+                    ending = true;
                     control.time_up();
-                    break (init::reaping(&mut init, &mut wait).await, None);
                 }
                 Meaning::PassOn => {
                     if corral_verbose {
@@ -180,6 +213,7 @@ fn command(args: &RunArgs, cancel: CancellationToken) -> anyhow::Result<corral::
         .limits(args.limits.limits())
         // As the parent left it for corral (Rust ignores it before `main`).
         .ignore_sigpipe(corral::host::sigpipe_ignored_at_start() == Some(true))
+        .default_signals(signals::JOB_CONTROL)
         .cancel_on(cancel);
     let command = match (&args.timeout_name, args.verbose) {
         (Some(name), true) => command.on_signal(timeout::verbose(name, &args.command)),

@@ -6,7 +6,7 @@
 
 use std::{future::Future, io, pin::pin};
 
-use tokio::time::Instant;
+use tokio::{sync::mpsc, time::Instant};
 
 use crate::{
     command::OnSignal,
@@ -82,6 +82,12 @@ impl Members for Tree {
 /// signal just before it is sent (`None`: no first signal, the grace starts).
 /// `leader_exit` resolves once the leader has exited (at once if it already
 /// has): it is awaited only in a grace that ends there.
+///
+/// What comes through `passed` while the loop waits (before `SIGKILL`) is
+/// sent to the tree at once, heard by `on_signal` and recorded as the
+/// policy's signals are, and the wait goes on to the same deadline: as GNU
+/// `timeout` passes on every signal it receives, its kill-after timer not
+/// reset.
 pub(crate) async fn terminate(
     tree: &mut impl Members,
     leader_exit: impl Future<Output = ()>,
@@ -89,6 +95,7 @@ pub(crate) async fn terminate(
     started: Instant,
     report: &mut CleanupReport,
     on_signal: &OnSignal,
+    passed: &mut mpsc::UnboundedReceiver<Signal>,
 ) {
     let mut escalation = Escalation::new(policy);
     // Whether the last wait ended with the tree found empty: that is the
@@ -97,6 +104,7 @@ pub(crate) async fn terminate(
     let mut leader_exit = pin!(leader_exit);
     let mut leader_gone = false;
     let mut first = true;
+    let mut passed_on = 0;
     loop {
         let empty = found_empty
             || tree.is_empty().await.unwrap_or_else(|error| {
@@ -121,10 +129,12 @@ pub(crate) async fn terminate(
                 on_signal.call(Some(Signal::KILL));
                 send(tree, Signal::KILL, started, report).await;
             }
-            Step::WaitUntil(deadline) => {
-                found_empty = wait(tree, deadline, escalation.killing(), report).await;
-            }
             Step::WaitForLeader(deadline) if !leader_gone => tokio::select! {
+                biased;
+                Some(signal) = passed.recv() => {
+                    passed_on += 1;
+                    pass_on(tree, signal, started, report, on_signal, passed_on).await;
+                }
                 empty = wait(tree, deadline, false, report) => found_empty = empty,
                 () = &mut leader_exit => {
                     // Never polled again: it has resolved.
@@ -132,8 +142,18 @@ pub(crate) async fn terminate(
                     escalation.leader_exited();
                 }
             },
-            Step::WaitForLeader(deadline) => {
-                found_empty = wait(tree, deadline, escalation.killing(), report).await;
+            Step::WaitUntil(deadline) | Step::WaitForLeader(deadline) => {
+                let killing = escalation.killing();
+                // Cancel safe only without `kill_late`: after `SIGKILL`,
+                // nothing is passed on.
+                tokio::select! {
+                    biased;
+                    Some(signal) = passed.recv(), if !killing => {
+                        passed_on += 1;
+                        pass_on(tree, signal, started, report, on_signal, passed_on).await;
+                    }
+                    empty = wait(tree, deadline, killing, report) => found_empty = empty,
+                }
             }
             Step::Done => break,
             Step::GiveUp => {
@@ -152,8 +172,19 @@ pub(crate) async fn terminate(
              backend holds such processes)"
         ));
     }
+    if passed_on > PASSED_ON_LISTED {
+        report.notes.push(format!(
+            "{} more signal(s) received during the cleanup were passed on to the tree, not \
+             listed",
+            passed_on - PASSED_ON_LISTED
+        ));
+    }
     report.escalated = escalation.escalated();
 }
+
+/// How many signals passed on during the cleanup the report lists (a flood
+/// of them must not grow it without bound): the rest are counted in a note.
+const PASSED_ON_LISTED: usize = 16;
 
 /// The start of the note that says members may have escaped unnamed.
 const KEPT_FORKING: &str = "members kept forking and exiting";
@@ -179,6 +210,25 @@ async fn wait(
             tokio::time::sleep_until(deadline).await;
             false
         }
+    }
+}
+
+/// Sends the `nth` signal received during the cleanup to `tree`, as a
+/// step's: listed with the report's signals up to [`PASSED_ON_LISTED`].
+async fn pass_on(
+    tree: &mut impl Members,
+    signal: Signal,
+    started: Instant,
+    report: &mut CleanupReport,
+    on_signal: &OnSignal,
+    nth: usize,
+) {
+    tracing::debug!(%signal, "passed on during the cleanup");
+    on_signal.call(Some(signal));
+    if nth <= PASSED_ON_LISTED {
+        send(tree, signal, started, report).await;
+    } else if let Err(error) = tree.signal(signal).await {
+        tracing::debug!(%signal, %error, "passing a signal on failed");
     }
 }
 
@@ -416,6 +466,7 @@ mod tests {
             started,
             &mut report,
             &OnSignal::default(),
+            &mut mpsc::unbounded_channel().1,
         )
         .await;
         (report, started.elapsed())
@@ -438,6 +489,7 @@ mod tests {
             started,
             &mut report,
             &OnSignal::default(),
+            &mut mpsc::unbounded_channel().1,
         )
         .await;
         (report, started.elapsed())
@@ -484,6 +536,67 @@ mod tests {
         assert!(report.survivors.is_empty());
     }
 
+    /// Signals received during the grace are sent as they come, listed and
+    /// heard as the policy's are, and leave the grace as it was: `SIGKILL`
+    /// still comes when it ends (GNU's kill-after timer, not reset by a
+    /// later signal). None is sent after `SIGKILL`.
+    #[tokio::test(start_paused = true)]
+    async fn signals_received_during_the_grace_are_passed_on_without_resetting_it() {
+        use std::sync::{Arc, Mutex};
+        let mut tree = Fake::new(Some(Signal::KILL), Duration::ZERO);
+        let (sender, mut passed) = mpsc::unbounded_channel();
+        let second = Duration::from_secs(1);
+        let third = Duration::from_secs(3);
+        tokio::spawn(async move {
+            tokio::time::sleep(second).await;
+            sender.send(Signal::INT).expect("send");
+            tokio::time::sleep(third - second).await;
+            sender.send(Signal::HUP).expect("send");
+            tokio::time::sleep(POLICY.grace).await;
+            // After the kill: not sent.
+            let _ = sender.send(Signal::USR1);
+        });
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&log);
+        let command = crate::command::Command::new("x").on_signal(move |signal| {
+            sink.lock().expect("log").push(signal);
+        });
+        let started = Instant::now();
+        let mut report = report();
+        terminate(
+            &mut tree,
+            std::future::pending(),
+            POLICY,
+            started,
+            &mut report,
+            &command.on_signal,
+            &mut passed,
+        )
+        .await;
+        assert_eq!(
+            signals(&report),
+            vec![
+                (Signal::TERM, Duration::ZERO),
+                (Signal::INT, second),
+                (Signal::HUP, third),
+                (Signal::KILL, POLICY.grace),
+            ]
+        );
+        assert_eq!(
+            *log.lock().expect("log"),
+            vec![
+                Some(Signal::TERM),
+                Some(Signal::INT),
+                Some(Signal::HUP),
+                Some(Signal::KILL)
+            ]
+        );
+        assert_eq!(
+            tree.sent,
+            vec![Signal::TERM, Signal::INT, Signal::HUP, Signal::KILL]
+        );
+    }
+
     /// The callback hears each signal as it is sent, and `None` where the
     /// policy has no first signal (GNU's `-s 0`, `sending signal EXIT`).
     #[tokio::test(start_paused = true)]
@@ -516,6 +629,7 @@ mod tests {
                 started,
                 &mut report,
                 &command.on_signal,
+                &mut mpsc::unbounded_channel().1,
             )
             .await;
             let log = log.lock().expect("log").clone();

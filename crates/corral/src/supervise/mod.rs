@@ -402,8 +402,9 @@ struct Supervision {
     /// [`Control::time_up`](crate::child::Control::time_up).
     time_up: CancellationToken,
     /// [`Control::end_with`](crate::child::Control::end_with)'s signal.
-    first_signal: Arc<std::sync::OnceLock<Signal>>,
-    /// Signals to pass on to the tree while it runs ([`Control::signal`](crate::child::Control::signal)).
+    first_signal: Arc<std::sync::OnceLock<Option<Signal>>>,
+    /// Signals to pass on to the tree while it runs, and during the
+    /// cleanup between the policy's steps ([`Control::signal`](crate::child::Control::signal)).
     forward: mpsc::UnboundedReceiver<Signal>,
     dropped: Arc<AtomicBool>,
     stdout: Option<Reader>,
@@ -417,8 +418,9 @@ impl Supervision {
         let trigger = self.wait_for_trigger().await;
         // The cleanup may need every descriptor held back for it.
         self.reserve = None;
-        // What is sent from now on is not passed on: the policy decides.
-        self.forward.close();
+        // The policy's first signal is decided now: a later `end_with`
+        // passes its signal on instead.
+        let first_signal = *self.first_signal.get_or_init(|| None);
         let triggered = Instant::now();
         tracing::debug!(pid = self.leader.pid, ?trigger, "cleanup starts");
         let mut report = CleanupReport {
@@ -441,6 +443,8 @@ impl Supervision {
             _ => None,
         };
         if release.is_some() {
+            // Released: nothing is passed on any more.
+            self.forward.close();
             report.released = self.tree.members();
             // Nobody's now: another tree of this process never adopts them.
             contain::released(report.released.iter().map(|p| (p.pid, p.start_time)));
@@ -453,7 +457,8 @@ impl Supervision {
                 );
             }
         } else {
-            self.terminate(&mut report).await;
+            self.terminate(first_signal, &mut report).await;
+            self.forward.close();
             self.tree.kill_unseen();
             self.end_departed(&mut report).await;
         }
@@ -587,8 +592,11 @@ impl Supervision {
         }
     }
 
-    /// Applies the policy until the tree is empty or the final bound passes.
-    async fn terminate(&mut self, report: &mut CleanupReport) {
+    /// Applies the policy, with `first_signal` instead of its own, until the
+    /// tree is empty or the final bound passes; what is sent to the tree
+    /// meanwhile ([`Control::signal`](crate::child::Control::signal)) is
+    /// passed on between the steps.
+    async fn terminate(&mut self, first_signal: Option<Signal>, report: &mut CleanupReport) {
         // A scanned tree's watchdog knows the members the re-scans told it
         // of: told once more as the cleanup starts, it can end what the tree
         // holds now if this process is killed in the middle of the cleanup
@@ -599,7 +607,7 @@ impl Supervision {
         }
         let on_signal = &self.command.on_signal;
         let mut policy = self.command.policy;
-        if let Some(&signal) = self.first_signal.get() {
+        if let Some(signal) = first_signal {
             policy.signal = Some(signal);
         }
         drive::terminate(
@@ -609,6 +617,7 @@ impl Supervision {
             self.started,
             report,
             on_signal,
+            &mut self.forward,
         )
         .await;
         report.notes.extend(self.tree.take_notes());

@@ -64,6 +64,8 @@ pub(crate) struct Exec<'a> {
     pub(crate) creds: super::Credentials,
     /// Start the program with `SIGPIPE` ignored (else at its default).
     pub(crate) ignore_sigpipe: bool,
+    /// Signals to reset to their default before `exec` (bit N-1 for N).
+    pub(crate) default_signals: u64,
     /// Start the program in a new session, with no controlling terminal.
     pub(crate) new_session: bool,
 }
@@ -129,6 +131,7 @@ pub(crate) fn spawn_into_cgroup(exec: &Exec<'_>) -> Result<(i32, OwnedFd), Clone
         } else {
             libc::SIG_DFL
         },
+        default_signals: exec.default_signals,
     };
     let ret = clone3(&mut args, &child);
     if ret < 0 {
@@ -350,6 +353,8 @@ struct Child {
     new_session: bool,
     /// `SIGPIPE`'s disposition for the program.
     sigpipe: libc::sighandler_t,
+    /// Signals reset to their default (bit N-1 for signal N).
+    default_signals: u64,
 }
 
 impl Child {
@@ -409,10 +414,12 @@ impl Child {
             }
             // As std does: an empty signal mask, and SIGPIPE at its default
             // (Rust programs ignore it) unless the caller passes an ignored
-            // one on. Other ignored signals stay ignored.
+            // one on. Other ignored signals stay ignored, but those asked
+            // for at their default.
             let mut empty: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut empty);
             libc::sigprocmask(libc::SIG_SETMASK, &empty, ptr::null_mut());
+            super::reset_to_default(self.default_signals);
             libc::signal(libc::SIGPIPE, self.sigpipe);
             // As execvp: a path that is not there, or not ours to execute,
             // passes to the next; "permission denied" is the answer if any

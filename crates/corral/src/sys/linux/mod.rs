@@ -421,6 +421,8 @@ pub(crate) struct ChildSetup<'a> {
     /// Start the program with `SIGPIPE` ignored (std resets it to the
     /// default first).
     pub(crate) ignore_sigpipe: bool,
+    /// Signals to reset to their default before `exec` (bit N-1 for N).
+    pub(crate) default_signals: u64,
     /// Enter this directory after the credentials changed (std's
     /// `current_dir` would enter it before, with our rights, and cannot
     /// take a descriptor).
@@ -548,6 +550,7 @@ pub(crate) fn spawn(
     let procs_fd = setup.cgroup_procs.map(|fd| fd.as_raw_fd());
     let creds = setup.creds;
     let ignore_sigpipe = setup.ignore_sigpipe;
+    let default_signals = setup.default_signals;
     // std (since Rust 1.66) passes the calling thread's signal mask on to
     // the program; it must start with none blocked, as on the `clone3` path
     // (`corral run` holds SIGRTMAX blocked).
@@ -563,6 +566,7 @@ pub(crate) fn spawn(
     if procs_fd.is_some()
         || !creds.is_empty()
         || ignore_sigpipe
+        || default_signals != 0
         || masked
         || new_session
         || setup.cwd.is_some()
@@ -602,6 +606,8 @@ pub(crate) fn spawn(
             if errno != 0 {
                 return Err(io::Error::from_raw_os_error(-errno));
             }
+            // SAFETY: in the forked child before exec; `signal` only.
+            unsafe { reset_to_default(default_signals) };
             // std has set SIGPIPE to its default by now (hooks run after).
             // SAFETY: SIG_IGN installs no handler code; `signal` is
             // async-signal-safe.
@@ -621,6 +627,25 @@ pub(crate) fn spawn(
         Some(code) if code < 0 => child_error(code),
         _ => error,
     })
+}
+
+/// Resets each signal of `signals` (bit N-1 for signal N) to its default
+/// disposition, in a child about to `exec`.
+///
+/// # Safety
+/// Only in a forked child before `exec` (it changes the whole process's
+/// dispositions); async-signal-safe.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/signal.2.html>
+pub(crate) unsafe fn reset_to_default(signals: u64) {
+    for number in 1..=64 {
+        if signals & (1 << (number - 1)) != 0 {
+            // SAFETY: SIG_DFL installs no handler code; `signal` is
+            // async-signal-safe. A number the kernel refuses changes nothing.
+            unsafe { libc::signal(number, libc::SIG_DFL) };
+        }
+    }
 }
 
 /// Whether the calling thread blocks any signal.
