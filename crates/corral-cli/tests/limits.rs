@@ -161,7 +161,11 @@ fn out_of_memory_exits_137_with_the_whole_tree_gone() {
         return;
     }
     let scratch = Scratch::new("cli-oom");
-    // The shell keeps 300 MB in a variable; a background sleeper uses none.
+    // `dd` takes a 300 MB buffer and has the kernel fill it in one read, so
+    // the tree passes its limit in a moment whatever the CPU it gets (a
+    // shell reading 300 MB into a variable took more than 60 s of CPU
+    // under emulation on a loaded host: docs/flakes.md (26)); a background
+    // sleeper uses none.
     let (status, stderr, report) = run(
         &[
             "--backend",
@@ -173,7 +177,7 @@ fn out_of_memory_exits_137_with_the_whole_tree_gone() {
             "--",
             "sh",
             "-c",
-            "sleep 100 & a=$(head -c 300000000 /dev/zero | tr '\\000' x); echo done",
+            "sleep 100 & dd if=/dev/zero of=/dev/null bs=300M count=1; echo done",
         ],
         &scratch,
     );
@@ -458,7 +462,7 @@ fn an_out_of_memory_kill_from_a_parents_limit_is_not_the_trees_limit() {
             "--",
             "sh",
             "-c",
-            "a=$(head -c 200000000 /dev/zero | tr '\\000' x); echo done",
+            "dd if=/dev/zero of=/dev/null bs=200M count=1; echo done",
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
