@@ -22,6 +22,13 @@
 //!   the file in place (not by rename) through a descriptor it opened
 //!   before the exchange can still lose its write into the displaced file;
 //!   the hosts guarded here replace theirs by rename.
+//! - **Bounded.** A host that keeps rewriting the file can outrun every
+//!   attempt, so corral gives up once the check has found the file changed
+//!   50 times (`ATTEMPTS`), and only at such a check: the file then holds the
+//!   host's last write, as the host left it. An exchange that displaced a
+//!   host's write is always followed by another attempt, since until the
+//!   change is made on that write the file holds corral's change made on an
+//!   older version.
 //! - **Backups.** The bytes read first are kept in the state directory
 //!   before the first write (mode 600: configs hold secrets).
 
@@ -38,8 +45,9 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 /// The largest config read (`~/.claude.json` holds histories).
 const MAX_BYTES: u64 = 64 << 20;
 
-/// How many times a change is made again on a file that keeps changing.
-const ATTEMPTS: usize = 50;
+/// How many times the check finds a file changed before corral leaves it
+/// to the host that keeps changing it.
+pub(super) const ATTEMPTS: usize = 50;
 
 /// A config opened for a change: its directory, name and bytes.
 #[derive(Debug)]
@@ -198,7 +206,9 @@ pub fn replace(
     // when it is replaced.
     let mut base = opened.bytes.clone();
     let mut expected = opened.bytes.clone();
-    for _ in 0..ATTEMPTS {
+    // Checks that found the file changed.
+    let mut changed = 0;
+    loop {
         let new = change(&base)?;
         let temp = write_temp(opened, &new)?;
         #[cfg(test)]
@@ -208,6 +218,15 @@ pub fn replace(
             Ok(now) if now == expected => {}
             Ok(now) => {
                 let _ = rustix::fs::unlinkat(&opened.dir, &temp, AtFlags::empty());
+                changed += 1;
+                if changed == ATTEMPTS {
+                    // The file is the host's last write: leaving it here
+                    // loses nothing.
+                    return Err(io::Error::other(format!(
+                        "the file changed {ATTEMPTS} times while corral was changing it; stop \
+                         the host that keeps rewriting it and run the command again"
+                    )));
+                }
                 base.clone_from(&now);
                 expected = now;
                 continue;
@@ -228,7 +247,9 @@ pub fn replace(
                     return Ok((base, new));
                 }
                 // A host replaced the file in the instant before the
-                // exchange: make the change again on its version.
+                // exchange: make the change again on its version. The file
+                // holds corral's change on an older version until then, so
+                // this is no place to give up.
                 base = displaced;
                 expected = new;
             }
@@ -250,10 +271,6 @@ pub fn replace(
             }
         }
     }
-    Err(io::Error::other(format!(
-        "the file changed {ATTEMPTS} times while corral was changing it; stop the host \
-         that keeps rewriting it and run the command again"
-    )))
 }
 
 /// Writes `bytes` to a new temporary file beside the file, with its mode,

@@ -590,15 +590,16 @@ fn the_original_bytes_are_kept_before_the_first_change() {
 }
 
 /// Writes `counter` into the Cursor file as a host would: read, change its
-/// own key, write a temporary file, rename it over.
-fn host_write(path: &Path, counter: u64) {
+/// own key, write a temporary file, rename it over. Returns what it wrote.
+fn host_write(path: &Path, counter: u64) -> String {
     let text = std::fs::read_to_string(path).expect("read");
     let at = text.find("\"mcpServers\"").expect("servers");
     let rest = &text[at..];
     let text = format!("{{\"counter\":{counter},{rest}");
     let temp = path.with_extension(format!("host{counter}"));
-    std::fs::write(&temp, text).expect("write");
+    std::fs::write(&temp, &text).expect("write");
     std::fs::rename(&temp, path).expect("rename");
+    text
 }
 
 fn counter_of(path: &Path) -> u64 {
@@ -660,49 +661,104 @@ fn without_the_exchange_a_host_write_before_the_check_is_kept() {
     assert_eq!(machine.states()["cursor/a"].0.name(), "guarded");
 }
 
+/// A host that rewrites the Cursor file once in every attempt of
+/// [`file::replace`], from another thread, until it has written `writes`
+/// times: on odd attempts before the check, on even ones between the check
+/// and the exchange (so every exchange displaces its write). No thread
+/// races: it writes from the write's own steps (the hooks).
+struct LoopingHost {
+    last: Arc<std::sync::Mutex<(u64, String)>>,
+}
+
+impl LoopingHost {
+    fn start(path: &Path, writes: u64) -> Self {
+        let last = Arc::new(std::sync::Mutex::new((0, String::new())));
+        let attempt = Arc::new(AtomicU64::new(0));
+        let write = {
+            let (path, last) = (path.to_path_buf(), last.clone());
+            move || {
+                let mut last = last.lock().expect("last");
+                if last.0 < writes {
+                    let (path, counter) = (path.clone(), last.0 + 1);
+                    let text = std::thread::spawn(move || host_write(&path, counter))
+                        .join()
+                        .expect("host thread");
+                    *last = (counter, text);
+                }
+            }
+        };
+        let before_check = {
+            let (attempt, write) = (attempt.clone(), write.clone());
+            move || {
+                if attempt.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) {
+                    write();
+                }
+            }
+        };
+        let before_exchange = move || {
+            if attempt.load(Ordering::SeqCst).is_multiple_of(2) {
+                write();
+            }
+        };
+        file::BEFORE_CHECK.with(|hook| *hook.borrow_mut() = Some(Box::new(before_check)));
+        file::BEFORE_EXCHANGE.with(|hook| *hook.borrow_mut() = Some(Box::new(before_exchange)));
+        Self { last }
+    }
+
+    /// How many times it wrote, and its last write.
+    fn last(&self) -> (u64, String) {
+        self.last.lock().expect("last").clone()
+    }
+}
+
+impl Drop for LoopingHost {
+    fn drop(&mut self) {
+        file::BEFORE_CHECK.with(|hook| hook.borrow_mut().take());
+        file::BEFORE_EXCHANGE.with(|hook| hook.borrow_mut().take());
+    }
+}
+
 #[test]
 fn a_host_rewriting_the_file_in_a_loop_never_loses_its_change() {
     let machine = Machine::new("guard-writer");
     let path = machine.write(machine.home().join(".cursor/mcp.json"), CURSOR);
-    let stop = Arc::new(AtomicBool::new(false));
-    let last = Arc::new(AtomicU64::new(0));
-    let writer = {
-        let (path, stop, last) = (path.clone(), stop.clone(), last.clone());
-        std::thread::spawn(move || {
-            let mut counter = 0;
-            while !stop.load(Ordering::SeqCst) {
-                counter += 1;
-                host_write(&path, counter);
-                last.store(counter, Ordering::SeqCst);
-                // The host's own rhythm: a write every millisecond.
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-        })
-    };
-    // Wait until the writer is running.
-    while last.load(Ordering::SeqCst) < 10 {
-        std::thread::yield_now();
-    }
-    for round in 0..20 {
-        let action = if round % 2 == 0 {
-            Action::On(Vec::new())
-        } else {
-            Action::Off
-        };
-        let outcome = change(&machine.settings, &Selection::default(), &action, false);
-        assert!(outcome.problems.is_empty(), "{:?}", outcome.problems);
-        // Every write the host finished before the change returned is in
-        // the file (its counter only grows).
-        let finished = last.load(Ordering::SeqCst);
-        let now = counter_of(&path);
-        assert!(
-            now >= finished,
-            "round {round}: the file holds {now}, the host wrote {finished}"
-        );
-    }
-    stop.store(true, Ordering::SeqCst);
-    writer.join().expect("writer");
-    assert_eq!(counter_of(&path), last.load(Ordering::SeqCst));
+    // More writes than corral makes attempts: it never finds the file still.
+    let host = LoopingHost::start(&path, 1000);
+    let outcome = change(
+        &machine.settings,
+        &Selection::default(),
+        &Action::On(Vec::new()),
+        false,
+    );
+    let (writes, text) = host.last();
+    drop(host);
+    assert!(
+        matches!(&outcome.problems[..], [problem] if problem.file == path
+            && problem.message.contains(&format!("changed {} times", file::ATTEMPTS))),
+        "{:?}",
+        outcome.problems
+    );
+    // Left as the host left it: its last write, every write before it kept
+    // in turn (the host read the file before each).
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), text);
+    assert!(writes > file::ATTEMPTS as u64, "{writes}");
+    // Once the host stops, the change is made on its version.
+    machine.on();
+    assert_eq!(counter_of(&path), writes, "the host's change is kept");
+    assert_eq!(machine.states()["cursor/a"].0.name(), "guarded");
+}
+
+#[test]
+fn a_host_that_stops_rewriting_the_file_gets_the_change_made_on_its_last_write() {
+    let machine = Machine::new("guard-writer-stops");
+    let path = machine.write(machine.home().join(".cursor/mcp.json"), CURSOR);
+    // Its last write is displaced by the exchange of the tenth attempt.
+    let host = LoopingHost::start(&path, 10);
+    machine.on();
+    assert_eq!(host.last().0, 10);
+    drop(host);
+    assert_eq!(counter_of(&path), 10, "the host's change is kept");
+    assert_eq!(machine.states()["cursor/a"].0.name(), "guarded");
 }
 
 #[test]
