@@ -209,19 +209,10 @@ fn http_initialize_is_answered_as_one_sse_event_with_a_session() {
         .strip_prefix("listening http://")
         .and_then(|rest| rest.strip_suffix("/mcp"))
         .unwrap_or_else(|| panic!("a listening line: {listening:?}"));
-    let mut stream = TcpStream::connect(url).expect("connecting to the fixture");
-    stream
-        .set_read_timeout(Some(ANSWER))
-        .expect("a read timeout");
-    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize("2025-06-18") })
-        .to_string();
-    write!(
-        stream,
-        "POST /mcp HTTP/1.1\r\nHost: {url}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .expect("sending the request");
+    let mut stream = post(
+        url,
+        &json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize("2025-06-18") }),
+    );
     let mut answer = String::new();
     stream
         .read_to_string(&mut answer)
@@ -237,4 +228,76 @@ fn http_initialize_is_answered_as_one_sse_event_with_a_session() {
     let msg: Value = serde_json::from_str(data).expect("JSON data");
     assert_eq!(msg["id"], 1);
     assert_eq!(msg["result"]["protocolVersion"], "2025-06-18");
+}
+
+/// Sends one `POST /mcp` with `body` on a new connection to `addr`.
+fn post(addr: &str, body: &Value) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).expect("connecting to the fixture");
+    stream
+        .set_read_timeout(Some(ANSWER))
+        .expect("a read timeout");
+    let body = body.to_string();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("sending the request");
+    stream
+}
+
+#[test]
+fn http_a_held_stream_cancelled_before_it_closes_is_noted_closed_when_it_does() {
+    let scratch = Scratch::new("mcp-fixture-http-cancel");
+    let log = scratch.path("log");
+    let log_str = log.to_str().expect("a UTF-8 path");
+    let f = Fixture::spawn(&[
+        "--http",
+        "127.0.0.1:0",
+        "--log",
+        log_str,
+        "--hold-ms",
+        "20000",
+    ]);
+    let listening = f.line();
+    let addr = listening
+        .strip_prefix("listening http://")
+        .and_then(|rest| rest.strip_suffix("/mcp"))
+        .unwrap_or_else(|| panic!("a listening line: {listening:?}"))
+        .to_owned();
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let held = post(
+        &addr,
+        &json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": call("echo", json!({ "message": "held" })) }),
+    );
+    let mut head = String::new();
+    BufReader::new(&held)
+        .read_line(&mut head)
+        .expect("the held answer's status line");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // The cancellation first, the stream still open (a client that posts it
+    // before its closed stream reaches the server).
+    let mut cancel = post(
+        &addr,
+        &json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": 7 } }),
+    );
+    let mut accepted = String::new();
+    cancel
+        .read_to_string(&mut accepted)
+        .expect("the cancellation's answer");
+    assert!(accepted.starts_with("HTTP/1.1 202"), "{accepted}");
+    let seen = "fixture: cancelled request 7 before its stream closed";
+    assert!(
+        wait_until(ANSWER, || read().contains(seen)),
+        "the fixture did not see the cancellation: {}",
+        read()
+    );
+    drop(held);
+    assert!(
+        wait_until(ANSWER, || read()
+            .contains("fixture: stream closed for request 7")),
+        "the closed stream was not noted: {}",
+        read()
+    );
 }

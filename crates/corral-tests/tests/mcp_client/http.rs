@@ -237,14 +237,22 @@ async fn a_deadline_closes_the_held_stream_and_sends_cancelled() {
         "the fixture saw no closed stream for {request_id}: {}",
         log(&files)
     );
-    let cancelled = log(&files).lines().any(|line| {
-        serde_json::from_str::<Value>(line).is_ok_and(|frame| {
-            frame["method"] == "notifications/cancelled"
-                && serde_json::to_value(request_id)
-                    .is_ok_and(|id| frame["params"]["requestId"] == id)
+    // The cancellation is a POST of its own, which the fixture may log before
+    // or after it notices the closed stream: wait for it too.
+    let cancelled = || {
+        log(&files).lines().any(|line| {
+            serde_json::from_str::<Value>(line).is_ok_and(|frame| {
+                frame["method"] == "notifications/cancelled"
+                    && serde_json::to_value(request_id)
+                        .is_ok_and(|id| frame["params"]["requestId"] == id)
+            })
         })
-    });
-    assert!(cancelled, "no notifications/cancelled: {}", log(&files));
+    };
+    assert!(
+        corral_tests::wait_until_async(Duration::from_secs(4), cancelled).await,
+        "no notifications/cancelled: {}",
+        log(&files)
+    );
     connection.close().await.expect("torn down");
 }
 

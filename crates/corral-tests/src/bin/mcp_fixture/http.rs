@@ -148,7 +148,13 @@ fn post(server: &'static Server, mut stream: TcpStream, body: &[u8]) -> io::Resu
         sink.garbage();
     }
     server.request(id, method, &params, &mut sink);
-    if sink.sent == 0 && !server.is_cancelled(id) {
+    if sink.sent == 0 {
+        if server.is_cancelled(id) && !sink.closed() {
+            // Its `notifications/cancelled` (a POST of its own) came before
+            // the stream closed: the client closes it still, and that is
+            // noted too, whichever came first.
+            server.note(&format!("cancelled request {id} before its stream closed"));
+        }
         // Never answered: keep the stream open until the client gives up.
         let end = std::time::Instant::now() + SAFETY_NET;
         while !sink.closed() && std::time::Instant::now() < end {

@@ -11,7 +11,7 @@
 //!
 //! | flag | behaviour |
 //! |------|-----------|
-//! | `--log FILE` | append every received line (HTTP: request body) to FILE, flushed per line; also `fixture: stream closed for request ID` |
+//! | `--log FILE` | append every received line (HTTP: request body) to FILE, flushed per line; also `fixture: stream closed for request ID` and `fixture: cancelled request ID before its stream closed` |
 //! | `--pids FILE` | write `{"server":{pid,start_time},"helpers":[{pid,start_time,role}..]}` atomically (FILE.tmp + rename) after the helpers started |
 //! | `--spawn-log FILE` | append this process's pid and a newline to FILE at start (one O_APPEND write) |
 //! | `--helpers` | start `setsid_child` (`sleep 3600` in its own session, holding stdout and stderr), `term_ignorer` (ignores SIGTERM), `daemon` (double fork, setsid, stdio on /dev/null) |
@@ -25,7 +25,7 @@
 //! | `--garbage` | after the handshake answer: malformed lines, stray responses, a `--garbage-big BYTES` (default 2 MiB) line, two server requests; every `tools/call` answer twice. HTTP: the same as SSE events (plus `{"jsonrpc":"2.0","id":1}` and `: keepalive`) before the answer of every non-handshake request |
 //! | `--progress-ms N` | progress notification period of `sleep` |
 //! | `--http ADDR` | serve `POST /mcp` (SSE answers), `DELETE /mcp` (200, noted as `session deleted`), `GET /mcp` (405), else 400; stdin is not read; each request's `Mcp-Session-Id`, `MCP-Protocol-Version` and `Authorization` noted as `METHOD headers: name=value ...` |
-//! | `--hold-ms N` | HTTP: send the headers of a `tools/call` answer, then nothing for N ms |
+//! | `--hold-ms N` | HTTP: send the headers of a `tools/call` answer, then nothing for N ms; a request cancelled meanwhile is never answered, and its stream stays open until the client closes it |
 //!
 //! Bad arguments: a usage line on stderr, exit 2.
 
