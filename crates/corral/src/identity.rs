@@ -203,17 +203,17 @@ pub fn all_processes() -> io::Result<Vec<Stat>> {
 /// [`all_processes`], calling `visit` on each entry the moment it is read,
 /// before the walk goes on (see `ScannedTree::signal`).
 pub(crate) fn walk_processes(mut visit: impl FnMut(&Stat)) -> io::Result<Vec<Stat>> {
-    walk_processes_holding(|| false, |stat, _| visit(stat))
+    walk_processes_holding(|_| false, |stat, _| visit(stat))
 }
 
-/// [`walk_processes`], holding processes by pidfd while `hold()` says so:
+/// [`walk_processes`], holding processes by pidfd where `hold(pid)` says so:
 /// each pidfd is opened *before* the process's `stat` is read and is handed
 /// to `visit` only if it has not exited after the read. Then it refers to
 /// the very process the entry describes (a pid is not reused while its
 /// process is unreaped), with no second read of its `stat` (see
 /// [`hold_verified`]).
 pub(crate) fn walk_processes_holding(
-    mut hold: impl FnMut() -> bool,
+    mut hold: impl FnMut(i32) -> bool,
     mut visit: impl FnMut(&Stat, Option<std::os::fd::OwnedFd>),
 ) -> io::Result<Vec<Stat>> {
     let mut found = Vec::new();
@@ -226,7 +226,7 @@ pub(crate) fn walk_processes_holding(
         else {
             continue;
         };
-        let pidfd = if hold() {
+        let pidfd = if hold(pid) {
             sys::pidfd_open(pid).ok()
         } else {
             None
@@ -761,7 +761,7 @@ pub(crate) mod tests {
         sys::wait_readable(std::os::fd::AsFd::as_fd(&pidfd)).expect("exit");
         let mut handed = HashMap::new();
         walk_processes_holding(
-            || true,
+            |_| true,
             |stat, pidfd| {
                 if stat.pid == running_pid || stat.pid == exited_pid {
                     handed.insert(stat.pid, pidfd.is_some());
@@ -774,6 +774,37 @@ pub(crate) mod tests {
         let _ = exited.wait();
         assert_eq!(handed.get(&running_pid), Some(&true), "the running one");
         assert_eq!(handed.get(&exited_pid), Some(&false), "the zombie");
+    }
+
+    /// A holding walk opens a pidfd only for the pids `hold` asks for (a
+    /// tree's kill walk skips the members it holds already).
+    #[test]
+    fn a_holding_walk_opens_pidfds_only_where_asked() {
+        let mut asked = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let (asked_pid, other_pid) = (asked.id() as i32, other.id() as i32);
+        let mut handed = HashMap::new();
+        walk_processes_holding(
+            |pid| pid == asked_pid,
+            |stat, pidfd| {
+                if stat.pid == asked_pid || stat.pid == other_pid {
+                    handed.insert(stat.pid, pidfd.is_some());
+                }
+            },
+        )
+        .expect("walk");
+        for child in [&mut asked, &mut other] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        assert_eq!(handed.get(&asked_pid), Some(&true), "the one asked for");
+        assert_eq!(handed.get(&other_pid), Some(&false), "the other");
     }
 
     #[test]

@@ -133,6 +133,21 @@ fn wait_stopped(pid: i32, until: Instant) -> bool {
     }
 }
 
+/// Whether no thread of the process `stat` describes can run on, so none
+/// can fork: read from `stat` alone where it has one thread, else from each
+/// thread's (see [`all_threads_stopped`]). The kernel reads a process's state
+/// before its thread count: a single thread seen stopped, then seen to be the
+/// only one, had no sibling that could fork (a stopped thread creates none,
+/// and a sibling that exited in between forked, if at all, before it did:
+/// its child is in the process's children by then).
+pub(crate) fn stopped_whole(stat: &Stat) -> bool {
+    if stat.threads == 1 {
+        matches!(stat.state, 'T' | 't' | 'Z' | 'X' | 'x')
+    } else {
+        all_threads_stopped(stat.pid)
+    }
+}
+
 /// Whether no thread of `pid` can run on, so none can fork: each is
 /// stopped, traced-stopped, exiting or dead (a process gone is too).
 /// `SIGSTOP` reaches each thread in turn.
@@ -218,6 +233,26 @@ mod tests {
         }
         let left = running();
         assert!(left.is_empty(), "{left:?}");
+    }
+
+    /// A single-threaded process is judged stopped from its `stat` alone:
+    /// stopped once `SIGSTOP` has landed, not while it sleeps.
+    #[test]
+    fn a_single_threaded_process_is_judged_from_its_stat() {
+        let mut sleeper = Command::new("sleep").arg("30").spawn().expect("sleep");
+        let pid = i32::try_from(sleeper.id()).expect("pid");
+        let stat = identity::read_stat(pid).expect("stat");
+        assert_eq!(stat.threads, 1);
+        assert!(!stopped_whole(&stat), "{stat:?}");
+        let start_time = stat.start_time;
+        let same = || Ok(identity::read_stat(pid).is_ok_and(|s| s.start_time == start_time));
+        identity::signal_if(pid, Signal::STOP, same).expect("SIGSTOP");
+        // Readiness, not a sleep: the stopped state shows in `stat`.
+        assert!(wait_stopped(pid, Instant::now() + Duration::from_secs(30)));
+        let stat = identity::read_stat(pid).expect("stat");
+        assert!(stopped_whole(&stat), "{stat:?}");
+        sleeper.kill().expect("kill");
+        sleeper.wait().expect("reaped");
     }
 
     /// A root that is not ours (another start time) is left alone.

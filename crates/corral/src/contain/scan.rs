@@ -272,6 +272,12 @@ pub(crate) struct ScannedTree {
     /// Whether the walk that found the tree empty also reaped its zombies
     /// (a subreaper's), so that closing need not walk again.
     tidied: bool,
+    /// Whether the last kill pass reached its fixed point (see
+    /// [`freeze`](Self::freeze)) and sent `SIGKILL` by identity to every
+    /// member it found: then none can fork any more (the kernel fails a fork
+    /// with `SIGKILL` pending), and the kill waits for their exits on their
+    /// pidfds, walking again only once they are all gone (the verdict).
+    killed_whole: bool,
     /// When the tree was set up (after its leader's fork).
     created: std::time::Instant,
 }
@@ -294,6 +300,7 @@ impl ScannedTree {
             held: Box::default(),
             leader: None,
             tidied: false,
+            killed_whole: false,
             created: std::time::Instant::now(),
         }
     }
@@ -354,8 +361,12 @@ impl ScannedTree {
         let mut candidates: HashMap<(i32, u64), OwnedFd> = HashMap::new();
         let holding = hold && matches!(signal, Some(Signal::KILL | Signal::STOP));
         let room = std::cell::Cell::new(hold_room());
+        // A pid held already needs no new pidfd: if the walk reads the held
+        // process there, the held one reaches it (and if another process
+        // has that pid now, one is opened and checked then).
+        let held_pids: HashSet<i32> = held.keys().map(|&(pid, _)| pid).collect();
         let table = identity::walk_processes_holding(
-            || holding && room.get() > 0,
+            |pid| holding && room.get() > 0 && !held_pids.contains(&pid),
             |stat, pidfd| {
                 let Some(signal) = signal else { return };
                 let identity = (stat.pid, stat.start_time);
@@ -744,7 +755,8 @@ impl ScannedTree {
                 // finds nobody (it started after the last member was seen
                 // gone) is the verdict.
                 let mut running = self.running_member();
-                if running.is_none() || walked.elapsed() >= KILL_WALK_EVERY {
+                if running.is_none() || (!self.killed_whole && walked.elapsed() >= KILL_WALK_EVERY)
+                {
                     walked = Instant::now();
                     if self.kill_pass(deadline).await? {
                         return Ok(true);
@@ -861,6 +873,7 @@ impl ScannedTree {
     /// A freeze that fails (a walk that cannot be read) still kills what it
     /// stopped before the error is returned.
     async fn freeze_and_kill(&mut self, until: Instant) -> io::Result<(Vec<Stat>, bool, usize)> {
+        self.killed_whole = false;
         let frozen = self.freeze(until).await;
         let killed = match &frozen {
             Ok((members, _)) => self.signal_members(members, Signal::KILL),
@@ -869,6 +882,10 @@ impl ScannedTree {
         };
         let delivered = self.kill_stopped();
         let (members, settled) = frozen?;
+        self.killed_whole = settled
+            && members
+                .iter()
+                .all(|m| self.killed.contains(&(m.pid, m.start_time)));
         Ok((members, settled, killed? + delivered))
     }
 
@@ -978,7 +995,9 @@ async fn wait_stopped((pid, start_time): (i32, u64), until: Instant) -> bool {
     loop {
         match identity::read_stat(pid) {
             Ok(stat) if stat.start_time == start_time && stat.is_running() => {
-                if super::halt::all_threads_stopped(pid) {
+                // One `stat` read for a single-threaded member (most are),
+                // not a listing of its threads and a read of each.
+                if super::halt::stopped_whole(&stat) {
                     return true;
                 }
             }
