@@ -805,15 +805,27 @@ fn lines_of(path: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
+/// The signals a trap recorded to `path`, one for each run of repeats: GNU
+/// without --foreground sends each signal to its command, then to its group
+/// (the command included), and the trap may run for both.
+fn signals_recorded(path: &std::path::Path) -> Vec<String> {
+    let mut lines = lines_of(path);
+    lines.dedup();
+    lines
+}
+
 /// GNU `timeout` passes on every signal it receives, not only the first
 /// (its `cleanup` runs for each): `TERM` starts the ending (the -k grace,
 /// long here, starts), then `INT` and `HUP` reach the command and its
 /// background child as well, and the command decides (it exits after
-/// `HUP`). corral as `timeout` and `corral run` do the same; `corral run`
-/// lists each in its report.
+/// `HUP`). (GNU, which then ignores each signal it sent to the group, passes
+/// a repeat of one on only with --foreground; corral always does.) corral as `timeout` and `corral run` do the same; `corral run`
+/// lists each in its report. GNU exits as its command did (0), and so does
+/// corral as `timeout`; `corral run` with 128+N of the signal that ended
+/// the tree.
 #[test]
 fn signals_received_while_the_tree_is_ended_are_passed_on() {
-    for who in ALL {
+    for (who, code) in [(Who::Gnu, 0), (Who::Timeout, 0), (Who::CorralRun, 143)] {
         let scratch = Scratch::new("second-signal");
         let (log, child_log) = (scratch.path("log"), scratch.path("child-log"));
         let running = scratch.path("running");
@@ -843,17 +855,23 @@ fn signals_received_while_the_tree_is_ended_are_passed_on() {
             unsafe { libc::kill(pid, signal) };
             expected.push(name.to_owned());
             assert!(
-                corral_tests::wait_until(Duration::from_secs(10), || lines_of(&log) == expected),
+                corral_tests::wait_until(Duration::from_secs(10), || signals_recorded(&log)
+                    == expected),
                 "{who:?}: the command got {:?}, not {expected:?}",
-                lines_of(&log)
+                signals_recorded(&log)
             );
         }
         unsafe { libc::kill(pid, libc::SIGHUP) };
-        guard
+        let status = guard
             .wait_exit(Duration::from_secs(20))
             .unwrap_or_else(|| panic!("{who:?}: timeout did not exit after HUP"));
-        assert_eq!(lines_of(&log), ["TERM", "INT", "HUP"], "{who:?}");
-        assert_eq!(lines_of(&child_log), ["TERM", "HUP"], "{who:?}: the child");
+        assert_eq!(shell_status(status), code, "{who:?}");
+        assert_eq!(signals_recorded(&log), ["TERM", "INT", "HUP"], "{who:?}");
+        assert_eq!(
+            signals_recorded(&child_log),
+            ["TERM", "HUP"],
+            "{who:?}: the child"
+        );
         if who == Who::CorralRun {
             let text = std::fs::read_to_string(&report).expect("the report");
             let report: serde_json::Value = serde_json::from_str(&text).expect("json");
@@ -869,39 +887,62 @@ fn signals_received_while_the_tree_is_ended_are_passed_on() {
 }
 
 /// GNU's `SIGALRM` once the ending began (its kill-after timer, or sent
-/// from outside, as here) sends its signal, `SIGKILL` after -k: a command
-/// that traps `TERM` and goes on is killed at once, not after the grace (300
-/// s here). So as corral's `timeout` and with `corral run`.
+/// from outside, as here) sends its signal again, `SIGKILL` after -k, and
+/// counts the run as timed out. With -k, a command that traps `TERM` and goes
+/// on is killed at once, not after the grace (300 s here): 137. Without, it
+/// gets `TERM` again (it exits 0 at the second): 124. So as corral's
+/// `timeout`; `corral run` (its grace always ends) kills, and exits 128+N
+/// of the signal that ended the tree. (`$ALARMED` tells the trap a `TERM`
+/// came after the alarm, not a repeat of the first.) GNU's rows (137 and
+/// `TERM`; 124 and `TERM`, `again`, as `/usr/bin/timeout` gave by hand) are
+/// left out: run beside other tests under load, GNU `timeout` exited before
+/// its command's trap ran, 2 to 3 runs in 10 (not understood yet).
 #[test]
-fn an_alarm_while_the_tree_is_ended_kills_after_kill_after() {
-    for who in ALL {
+fn an_alarm_while_the_tree_is_ended_is_gnus_alarm() {
+    let runs: [(Who, &[&str], i32, &[&str]); 3] = [
+        (Who::Timeout, &["-k", "300"], 137, &["TERM"]),
+        (Who::CorralRun, &["-k", "300"], 143, &["TERM"]),
+        (Who::Timeout, &[], 124, &["TERM", "again"]),
+    ];
+    for (who, extra, code, got) in runs {
+        let context = format!("{who:?} {extra:?}");
         let scratch = Scratch::new("late-alarm");
         let (log, running) = (scratch.path("log"), scratch.path("running"));
-        let script = "trap 'echo TERM >> \"$LOG\"' TERM; echo > \"$RUNNING\"; \
+        let script = "trap 'if [ -e \"$ALARMED\" ]; then echo again >> \"$LOG\"; exit 0; fi; \
+                      echo TERM >> \"$LOG\"' TERM; \
+                      echo > \"$RUNNING\"; \
                       n=3000; while [ $n != 0 ]; do sleep 0.1; n=$((n - 1)); done";
-        let child = command(who, &["-k", "300", "600", "sh", "-c", script])
+        let alarmed = scratch.path("alarmed");
+        let mut args = extra.to_vec();
+        args.extend(["600", "sh", "-c", script]);
+        let child = command(who, &args)
             .env("LOG", &log)
             .env("RUNNING", &running)
+            .env("ALARMED", &alarmed)
             .stdout(Stdio::null())
             .spawn()
             .expect("spawn");
         let mut guard = Guard::new(child);
         assert!(
             corral_tests::wait_until(Duration::from_secs(10), || running.exists()),
-            "{who:?}: the command never ran"
+            "{context}: the command never ran"
         );
         let pid = guard.child.as_ref().expect("timeout").id().cast_signed();
         // Our own unreaped child: its pid is its identity.
         unsafe { libc::kill(pid, libc::SIGTERM) };
         assert!(
-            corral_tests::wait_until(Duration::from_secs(10), || lines_of(&log) == ["TERM"]),
-            "{who:?}: the command never got TERM"
+            corral_tests::wait_until(Duration::from_secs(10), || signals_recorded(&log)
+                == ["TERM"]),
+            "{context}: the command got {:?}, not TERM",
+            signals_recorded(&log)
         );
+        std::fs::write(&alarmed, "").expect("mark");
         unsafe { libc::kill(pid, libc::SIGALRM) };
-        guard
+        let status = guard
             .wait_exit(Duration::from_secs(60))
-            .unwrap_or_else(|| panic!("{who:?}: the alarm did not kill the command"));
-        assert_eq!(lines_of(&log), ["TERM"], "{who:?}");
+            .unwrap_or_else(|| panic!("{context}: the alarm did not end the command"));
+        assert_eq!(shell_status(status), code, "{context}");
+        assert_eq!(signals_recorded(&log), got, "{context}");
     }
 }
 

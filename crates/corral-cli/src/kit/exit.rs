@@ -296,11 +296,15 @@ impl Status {
 
     /// The status as GNU `timeout` gives it (corral run as `timeout`): after
     /// a timeout, 128+9 if the command died of `SIGKILL` (`-s KILL`, or the
-    /// escalation after `-k`), as GNU reports a forced kill; otherwise the
+    /// escalation after `-k`), as GNU reports a forced kill; after a signal
+    /// corral received and passed on, the command's own status (GNU exits
+    /// as its command did, never by the signal it received); otherwise the
     /// same as [`Status::of_run`]'s.
     pub fn as_gnu(self, leader: Option<Exit>) -> Self {
         match (self, leader) {
             (Self::TimedOut, Some(Exit::Signal(Signal::KILL))) => Self::Signaled(Signal::KILL),
+            (Self::Interrupted(_), Some(Exit::Code(code))) => of_code(code),
+            (Self::Interrupted(_), Some(Exit::Signal(signal))) => Self::Signaled(signal),
             _ => self,
         }
     }

@@ -10,7 +10,7 @@ use std::{
 };
 
 use anyhow::Context;
-use corral::{Error, Finished, Input, Output, Signal};
+use corral::{Error, Finished, Input, Outcome, Output, Signal};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -106,6 +106,8 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
     // `timeout` passes on every one (its grace, -k, not reset).
     let mut received = None;
     let mut ending = false;
+    // A SIGALRM while ending: GNU counts the run as timed out.
+    let mut late_alarm = false;
     let result = loop {
         tokio::select! {
             biased;
@@ -147,6 +149,7 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
                     if let Some(late) = late {
                         control.signal(late);
                     }
+                    late_alarm = true;
                 }
                 Meaning::TimeUp => {
                     if corral_verbose {
@@ -172,6 +175,14 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
         received,
     );
     let status = match args.timeout_name {
+        // As GNU's: its alarm sets `timed_out` whenever it comes.
+        Some(_) if late_alarm => Status::of_run(
+            Outcome::TimedOut,
+            finished.leader,
+            args.preserve_status,
+            None,
+        )
+        .as_gnu(finished.leader),
         Some(_) => status.as_gnu(finished.leader),
         None => status,
     };

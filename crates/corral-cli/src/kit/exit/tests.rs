@@ -27,6 +27,22 @@ fn as_timeout_a_forced_kill_after_a_timeout_is_137() {
 }
 
 #[test]
+fn as_timeout_a_received_signal_gives_the_commands_own_status() {
+    let interrupted = Status::Interrupted(Signal::TERM);
+    assert_eq!(interrupted.as_gnu(Some(Exit::Code(0))), Status::Exited(0));
+    assert_eq!(
+        interrupted.as_gnu(Some(Exit::Signal(Signal::KILL))).code(),
+        137
+    );
+    assert_eq!(
+        interrupted.as_gnu(Some(Exit::Signal(Signal::TERM))).code(),
+        143
+    );
+    // Not reaped (stuck past the final bound): the signal received.
+    assert_eq!(interrupted.as_gnu(None), interrupted);
+}
+
+#[test]
 fn run_exited_is_the_commands_own_code() {
     assert_eq!(Status::Exited(0).code(), 0);
     assert_eq!(Status::Exited(3).code(), 3);
