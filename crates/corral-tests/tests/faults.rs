@@ -699,7 +699,10 @@ fn a_leader_reaped_by_another_reaper_of_the_host_still_ends_the_call() {
         // it cannot read the status first.
         let taken = Instant::now() + Duration::from_secs(30);
         while !reaped.lock().expect("the list").contains(&leader) {
-            assert!(Instant::now() < taken, "the host's reaper never took the leader");
+            assert!(
+                Instant::now() < taken,
+                "the host's reaper never took the leader"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
         tokio::time::timeout(Duration::from_secs(60), child.wait())
@@ -721,5 +724,9 @@ fn a_leader_reaped_by_another_reaper_of_the_host_still_ends_the_call() {
         "{:?}",
         finished.report
     );
-    assert!(finished.report.survivors.is_empty(), "{:?}", finished.report);
+    assert!(
+        finished.report.survivors.is_empty(),
+        "{:?}",
+        finished.report
+    );
 }
