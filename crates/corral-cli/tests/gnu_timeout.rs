@@ -9,7 +9,7 @@ mod common;
 use std::{
     ffi::OsStr,
     os::unix::{fs::PermissionsExt, process::CommandExt},
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Command, Output, Stdio},
     sync::OnceLock,
     time::{Duration, Instant},
@@ -30,6 +30,19 @@ fn link_dir() -> &'static Scratch {
 
 fn link() -> PathBuf {
     link_dir().path("timeout")
+}
+
+/// Guards `child` once its command has written the mark `running`, and
+/// returns the guard and the child's pid (our own unreaped child: its pid is
+/// its identity).
+fn guard_once_running(child: std::process::Child, running: &Path, context: &str) -> (Guard, u32) {
+    let guard = Guard::new(child);
+    assert!(
+        corral_tests::wait_until(Duration::from_secs(10), || running.exists()),
+        "{context}: the command never ran"
+    );
+    let pid = guard.child.as_ref().expect("guarded").id();
+    (guard, pid)
 }
 
 /// The three programs compared: GNU, corral as `timeout`, `corral run`.
@@ -686,12 +699,7 @@ fn cascaded_timeouts_let_the_inner_one_apply_its_signal() {
             .stdin(Stdio::null())
             .spawn()
             .expect("spawn the outer timeout");
-        let mut guard = Guard::new(child);
-        assert!(
-            corral_tests::wait_until(Duration::from_secs(10), || running.exists()),
-            "{who:?}/{inner}: the command never ran"
-        );
-        let outer = guard.child.as_ref().expect("the outer").id();
+        let (mut guard, outer) = guard_once_running(child, &running, &format!("{who:?}/{inner}"));
         // Our own unreaped child: its pid is its identity.
         unsafe { libc::kill(outer.cast_signed(), libc::SIGALRM) };
         let status = guard
@@ -731,12 +739,7 @@ fn a_command_whose_parent_ignored_int_still_traps_it_under_foreground() {
             .stdin(Stdio::null())
             .process_group(0);
         let child = command.spawn().expect("spawn the script");
-        let mut guard = Guard::new(child);
-        assert!(
-            corral_tests::wait_until(Duration::from_secs(10), || running.exists()),
-            "{who:?}: the command never ran"
-        );
-        let group_id = guard.child.as_ref().expect("the script").id();
+        let (mut guard, group_id) = guard_once_running(child, &running, &format!("{who:?}"));
         // The group of our own unreaped child, made for it: Ctrl-C.
         unsafe { libc::kill(-group_id.cast_signed(), libc::SIGINT) };
         guard
@@ -843,12 +846,8 @@ fn signals_received_while_the_tree_is_ended_are_passed_on() {
             .stdout(Stdio::null())
             .spawn()
             .expect("spawn");
-        let mut guard = Guard::new(child);
-        assert!(
-            corral_tests::wait_until(Duration::from_secs(10), || running.exists()),
-            "{who:?}: the command never ran"
-        );
-        let pid = guard.child.as_ref().expect("timeout").id().cast_signed();
+        let (mut guard, pid) = guard_once_running(child, &running, &format!("{who:?}"));
+        let pid = pid.cast_signed();
         let mut expected = Vec::new();
         for (signal, name) in [(libc::SIGTERM, "TERM"), (libc::SIGINT, "INT")] {
             // Our own unreaped child: its pid is its identity.
@@ -922,12 +921,8 @@ fn an_alarm_while_the_tree_is_ended_is_gnus_alarm() {
             .stdout(Stdio::null())
             .spawn()
             .expect("spawn");
-        let mut guard = Guard::new(child);
-        assert!(
-            corral_tests::wait_until(Duration::from_secs(10), || running.exists()),
-            "{context}: the command never ran"
-        );
-        let pid = guard.child.as_ref().expect("timeout").id().cast_signed();
+        let (mut guard, pid) = guard_once_running(child, &running, &context);
+        let pid = pid.cast_signed();
         // Our own unreaped child: its pid is its identity.
         unsafe { libc::kill(pid, libc::SIGTERM) };
         assert!(
