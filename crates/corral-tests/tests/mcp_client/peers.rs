@@ -80,6 +80,23 @@ async fn list_and_echo(connection: &corral_mcp::client::Connection) {
     assert!(text.contains("to a real peer"), "{text:?}");
 }
 
+/// [`list_and_echo`], then the connection `name` torn down with no task of
+/// its left.
+async fn echo_then_disconnect(
+    manager: &Manager,
+    connection: std::sync::Arc<corral_mcp::client::Connection>,
+    name: &str,
+) {
+    list_and_echo(&connection).await;
+    drop(connection);
+    manager
+        .disconnect(name)
+        .await
+        .expect("known")
+        .expect("torn down");
+    assert_eq!(manager.live_tasks(), 0, "writer, reader and supervisor");
+}
+
 fn proc_of(value: &Value) -> Proc {
     Proc {
         pid: i32::try_from(value["pid"].as_i64().expect("pid")).expect("a pid"),
@@ -119,14 +136,7 @@ async fn teardown_python_sdk_server_with_escaping_helpers_on_disconnect() {
         .iter()
         .map(|name| proc_of(&json[*name]))
         .collect();
-    list_and_echo(&connection).await;
-    drop(connection);
-    manager
-        .disconnect("py")
-        .await
-        .expect("known")
-        .expect("torn down");
-    assert_eq!(manager.live_tasks(), 0, "writer, reader and supervisor");
+    echo_then_disconnect(&manager, connection, "py").await;
     assert_gone_now(&tree);
 }
 
@@ -155,14 +165,7 @@ async fn a_slow_starting_server_answering_the_discovery_late_is_reached() {
         .await
         .expect("connected to the Python SDK's server, though it answered late");
     assert_eq!(connection.peer().era, Era::Discover);
-    list_and_echo(&connection).await;
-    drop(connection);
-    manager
-        .disconnect("py")
-        .await
-        .expect("known")
-        .expect("torn down");
-    assert_eq!(manager.live_tasks(), 0, "writer, reader and supervisor");
+    echo_then_disconnect(&manager, connection, "py").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
