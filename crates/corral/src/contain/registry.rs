@@ -550,6 +550,19 @@ mod tests {
     }
 
     #[test]
+    fn no_more_than_max_ended_trees_are_remembered() {
+        for leader in 5_000_100..5_000_100 + 2 * MAX_ENDED as i32 {
+            drop(spawning().register(leader, Backend::Group, None));
+        }
+        assert_eq!(table().ended.len(), MAX_ENDED);
+        assert_eq!(
+            table().ended.last().and_then(|ended| ended.group),
+            Some(5_000_099 + 2 * MAX_ENDED as i32),
+            "the newest are kept"
+        );
+    }
+
+    #[test]
     fn released_processes_are_claimed_until_a_walk_misses_them() {
         released([(5_000_011, 7), (5_000_012, 8)]);
         let members = others(None).members;
