@@ -601,3 +601,80 @@ fn a_stopped_watchdog_does_not_block_spawns() {
     assert!(wait_gone(&[helper], Duration::from_secs(5)).is_ok());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A helper orphaned since the owner's last walk carries the tree's mark in
+/// its environment, and the watchdog ends it when the owner is killed though
+/// nothing links it to a member the owner recorded (`docs/flakes.md` (19):
+/// an MCP host's `SIGTERM`, then `SIGKILL` milliseconds later). Here the
+/// owner (the subreaper) is stopped while the tree double-forks a daemon, so
+/// no walk of the owner can name it: adopted by the stopped owner, then by
+/// this test process once the owner dies.
+#[test]
+fn a_helper_orphaned_since_the_owners_last_walk_is_ended_by_its_mark() {
+    become_subreaper();
+    let dir = ledger_dir("mark");
+    let go = dir.with_extension("go");
+    let daemon_file = dir.with_extension("daemon");
+    let _ = std::fs::remove_file(&go);
+    let _ = std::fs::remove_file(&daemon_file);
+    let script = format!(
+        "echo ready $$; while [ ! -e {go} ]; do sleep 0.01; done; \
+         (setsid sh -c 'echo $$ > {daemon}.part && mv {daemon}.part {daemon}; exec sleep 600' &); \
+         exec sleep 600",
+        go = go.display(),
+        daemon = daemon_file.display()
+    );
+    let mut owner = start_owner_with(owner_command(
+        &dir,
+        &["subreaper", "--program", "/bin/sh"],
+        &["-c", &script],
+    ));
+    let mut leftovers = Leftovers(owner.tree.iter().chain(&owner.watchdog).copied().collect());
+    let watchdog = owner.watchdog.expect("the owner runs a watchdog");
+    assert!(owner.owner.signal(Signal::STOP));
+    let until = Instant::now() + Duration::from_secs(10);
+    while stat(owner.owner.pid).is_some_and(|s| s.state != 'T') && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        stat(owner.owner.pid).map(|s| s.state),
+        Some('T'),
+        "the owner stopped"
+    );
+    std::fs::write(&go, b"").expect("the go file");
+    // The daemon, once its parent (the subshell) exited: adopted by the
+    // stopped owner, which cannot walk.
+    let until = Instant::now() + Duration::from_secs(10);
+    let daemon = loop {
+        let daemon = std::fs::read_to_string(&daemon_file)
+            .ok()
+            .and_then(|pid| Proc::of(pid.trim().parse().ok()?));
+        if let Some(daemon) = daemon
+            && stat(daemon.pid).is_some_and(|s| s.ppid == owner.owner.pid)
+        {
+            break daemon;
+        }
+        assert!(
+            Instant::now() < until,
+            "the daemon never started, or never left its parent"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    leftovers.0.push(daemon);
+    assert!(owner.owner.signal(Signal::KILL));
+    let _ = owner.child.wait();
+    // The watchdog exits once it has ended every tree it knew of.
+    assert!(
+        wait_gone(&[watchdog], Duration::from_secs(30)).is_ok(),
+        "the watchdog never finished"
+    );
+    assert!(
+        !daemon.is_alive(),
+        "the daemon orphaned since the owner's last walk outlived the watchdog"
+    );
+    assert_eq!(running_descendants(&[]), vec![]);
+    drop(leftovers);
+    let _ = std::fs::remove_file(&go);
+    let _ = std::fs::remove_file(&daemon_file);
+    let _ = std::fs::remove_dir_all(&dir);
+}

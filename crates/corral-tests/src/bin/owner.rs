@@ -4,8 +4,10 @@
 //!
 //! `owner <own pid> watchdog <watchdog pid or 0> tree <pid> <pid>...`
 //!
-//! Usage: `owner BACKEND [--timeout-ms N] [--grace-ms N] [--no-watchdog] -- FIXTURE-ARGS...`
-//! with BACKEND one of auto, cgroup, subreaper, group. It then waits for the
+//! Usage: `owner BACKEND [--timeout-ms N] [--grace-ms N] [--no-watchdog]
+//! [--program PATH] -- FIXTURE-ARGS...` with BACKEND one of auto, cgroup,
+//! subreaper, group; `--program` runs PATH with the arguments instead of the
+//! fixture (its first line must be `ready <pid>...` too). It then waits for the
 //! tree and prints `finished <outcome>`. Tests kill it with SIGKILL at chosen
 //! points and check that the watchdog ends the tree.
 
@@ -40,9 +42,12 @@ fn main() {
             .or_else(|| usage())
     };
     corral::claim_subreaper();
-    let fixture = std::env::current_exe()
-        .map(|exe| exe.with_file_name("fixture"))
-        .unwrap_or_else(|_| usage());
+    let fixture: std::path::PathBuf = match options.iter().position(|o| o == "--program") {
+        Some(at) => options.get(at + 1).map_or_else(|| usage(), Into::into),
+        None => std::env::current_exe()
+            .map(|exe| exe.with_file_name("fixture"))
+            .unwrap_or_else(|_| usage()),
+    };
     let mut command = Command::new(fixture)
         .args(fixture_args)
         .backend(backend)

@@ -25,6 +25,7 @@ mod controllers;
 mod group;
 mod halt;
 mod leader;
+mod mark;
 mod nested;
 mod orphaned;
 mod recorded;
@@ -35,6 +36,7 @@ mod tree;
 mod walker;
 
 pub use cgroup::PARENT_VARIABLE as CGROUP_PARENT_VARIABLE;
+pub(crate) use mark::{VARIABLE as MARK_VARIABLE, value as mark_value};
 pub(crate) use controllers::{Applied as AppliedLimits, online_cpus};
 pub(crate) use leader::Leader;
 pub(crate) use nested::recognise as recognise_nested;

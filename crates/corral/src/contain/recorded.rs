@@ -37,6 +37,9 @@ pub(crate) struct Named<'a> {
     pub(crate) members: &'a [Identity],
     /// The leaf and, once it was made, its cgroup id.
     pub(crate) cgroup: Option<(&'a Path, Option<u64>)>,
+    /// The record's id, which the tree's processes carry in their
+    /// environment (`mark.rs`).
+    pub(crate) id: &'a str,
 }
 
 /// The recorded tree as it is now.
@@ -93,6 +96,7 @@ pub(crate) fn rebuild(named: &Named<'_>) -> Rebuilt {
                 backend: named.backend,
                 leader: named.leader,
                 roots: named.leader.iter().chain(named.members).copied().collect(),
+                mark: Some(Box::new(orphaned::Mark::new(named.id))),
             }),
             None,
         ))),

@@ -8,6 +8,7 @@ pub mod ledger;
 pub mod watchdog;
 
 use std::{
+    ffi::OsString,
     path::{Path, PathBuf},
     sync::{
         Mutex, Once,
@@ -17,7 +18,12 @@ use std::{
 };
 
 use crate::{
-    backend::Backend, command::Command, contain::Leader, identity, identity::Identity, sys,
+    backend::Backend,
+    command::Command,
+    contain::{self, Leader},
+    identity,
+    identity::Identity,
+    sys,
 };
 
 use self::ledger::Record;
@@ -150,6 +156,16 @@ impl Registration {
             watchdog,
             notes,
         }
+    }
+
+    /// The tree's mark for its command's environment (`contain/mark.rs`):
+    /// what finds a member orphaned since the owner's last walk once the
+    /// owner is dead.
+    pub(crate) fn mark(&self) -> (OsString, OsString) {
+        (
+            contain::MARK_VARIABLE.into(),
+            contain::mark_value(&self.record.id),
+        )
     }
 
     /// A cgroup leaf is about to be created at `path`: the watchdog learns of

@@ -92,7 +92,7 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
     spawned
 }
 
-fn spawn_tree(command: Command) -> Result<Child, Error> {
+fn spawn_tree(mut command: Command) -> Result<Child, Error> {
     command.limits.validate().map_err(Error::InvalidLimits)?;
     launch::check_cwd(&command)?;
     launch::check_credentials(&command)?;
@@ -109,6 +109,8 @@ fn spawn_tree(command: Command) -> Result<Child, Error> {
         source,
     })?;
     let mut registration = Registration::new(&command);
+    let (variable, mark) = registration.mark();
+    command.env.push((variable, Some(mark)));
     let prepared = contain::prepare(
         command.backend,
         // A tree in a session of its own has no terminal to be in the

@@ -135,6 +135,7 @@ fn named(record: &Record) -> Option<Named<'_>> {
             .cgroup
             .as_deref()
             .map(|path| (path, record.cgroup_id)),
+        id: &record.id,
     })
 }
 
