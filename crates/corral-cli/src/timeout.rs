@@ -328,6 +328,8 @@ why:
     subreaper backends), as with GNU's --foreground, and timeout itself does
     not die of the signal it forwards: the status is an exit code (124, 137,
     128+N) where GNU sometimes kills itself with the same signal; $? is the same;
+  - each signal but KILL is followed by CONT, so a stopped member handles
+    it, with --foreground too (GNU sends CONT only without it);
   - -v also says the signals sent to what COMMAND left behind when it
     exited by itself (GNU sends none);
   - no \"the monitored command dumped core\" line (the library reports the
@@ -438,6 +440,7 @@ mod tests {
             "ln -s",
             "137",
             "as soon as COMMAND has exited",
+            "followed by CONT",
         ] {
             assert!(text.contains(needle), "{needle:?}");
         }

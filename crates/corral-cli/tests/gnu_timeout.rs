@@ -120,6 +120,17 @@ fn timed_out_is_124() {
     row_all(&["-s", "INT", "0.2", "sleep", "10"], 124);
 }
 
+/// A command that stopped itself still ends at the time limit: each signal
+/// but `SIGKILL` is followed by `SIGCONT`, as GNU's is, so the stopped
+/// command handles it now (124), not at the `SIGKILL` a grace later (137).
+#[test]
+fn a_stopped_command_gets_its_signal_at_the_time_limit() {
+    row_all(
+        &["-k", "60", "0.3", "sh", "-c", "kill -STOP $$; sleep 60"],
+        124,
+    );
+}
+
 #[test]
 fn bad_usage_is_125() {
     // corral run takes corral's own forms too (a limit `true` meets even on

@@ -75,6 +75,8 @@ impl Signal {
     pub const CONT: Self = Self(18);
     /// `SIGSTOP`: stops a process, which no handler can catch or ignore.
     pub const STOP: Self = Self(19);
+    /// `SIGTSTP`: a stop asked from the terminal (`Ctrl-Z`).
+    pub const TSTP: Self = Self(20);
     /// `SIGTTIN`: a background process read from its terminal (stops it).
     pub const TTIN: Self = Self(21);
     /// `SIGTTOU`: a background process wrote to its terminal, or changed
@@ -84,6 +86,12 @@ impl Signal {
     pub const XCPU: Self = Self(24);
     /// `SIGWINCH`: the terminal's window size changed.
     pub const WINCH: Self = Self(28);
+
+    /// Whether the signal stops its receiver or resumes it (`SIGSTOP`,
+    /// `SIGTSTP`, `SIGTTIN`, `SIGTTOU`, `SIGCONT`).
+    pub(crate) fn stops_or_resumes(self) -> bool {
+        [Self::STOP, Self::TSTP, Self::TTIN, Self::TTOU, Self::CONT].contains(&self)
+    }
 
     /// The highest signal number (`SIGRTMAX` on Linux).
     pub const MAX: i32 = 64;

@@ -19,9 +19,10 @@ use crate::signal::Signal;
 /// How a tree is terminated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Policy {
-    /// The first signal sent to every member (default `SIGTERM`). `None`
-    /// sends nothing: the grace only starts (GNU `timeout -s 0`), and
-    /// `SIGKILL` follows it.
+    /// The first signal sent to every member (default `SIGTERM`), followed
+    /// by `SIGCONT` unless it stops or resumes, as GNU `timeout` does, so a
+    /// stopped member handles it. `None` sends nothing: the grace only
+    /// starts (GNU `timeout -s 0`), and `SIGKILL` follows it.
     pub signal: Option<Signal>,
     /// How long members get to exit after [`Policy::signal`] before `SIGKILL`
     /// (default 5 s; see [`Policy::grace_ends`] for what else ends it). Zero

@@ -232,6 +232,10 @@ async fn pass_on(
     }
 }
 
+/// Sends `signal` to `tree` and lists it in the report; then, unless it is
+/// `SIGKILL` or a signal that stops or resumes, `SIGCONT` (not listed), as
+/// GNU `timeout` does: a stopped member (`SIGSTOP`, `Ctrl-Z`) handles its
+/// signal now, not at the `SIGKILL` a grace later.
 async fn send(
     tree: &mut impl Members,
     signal: Signal,
@@ -251,6 +255,12 @@ async fn send(
         Err(error) => report
             .notes
             .push(format!("sending {signal} failed: {error}")),
+    }
+    if signal != Signal::KILL
+        && !signal.stops_or_resumes()
+        && let Err(error) = tree.signal(Signal::CONT).await
+    {
+        tracing::debug!(%error, "SIGCONT after {signal} failed");
     }
 }
 
@@ -591,9 +601,18 @@ mod tests {
                 Some(Signal::KILL)
             ]
         );
+        // Each but `SIGKILL` followed by a `SIGCONT`, not listed.
         assert_eq!(
             tree.sent,
-            vec![Signal::TERM, Signal::INT, Signal::HUP, Signal::KILL]
+            vec![
+                Signal::TERM,
+                Signal::CONT,
+                Signal::INT,
+                Signal::CONT,
+                Signal::HUP,
+                Signal::CONT,
+                Signal::KILL
+            ]
         );
     }
 
@@ -698,7 +717,7 @@ mod tests {
             "{:?}",
             report.notes
         );
-        assert_eq!(tree.sent, vec![Signal::TERM, Signal::KILL]);
+        assert_eq!(tree.sent, vec![Signal::TERM, Signal::CONT, Signal::KILL]);
     }
 
     /// A leader slow to stop (longer than the default grace) is not killed:
