@@ -7,19 +7,9 @@ use serde_json::Value;
 
 use crate::{
     draw::{Bar, BarPanel, Curve, CurvePanel, bar_chart, curve_chart},
-    results::{Results, Run, num},
-    summary::thousands,
+    numbers::{short, thousands},
+    results::{Results, Run, num, scale_targets},
 };
-
-/// A number with about three significant digits.
-pub fn short(v: f64) -> String {
-    match v.abs() {
-        a if a >= 100.0 => format!("{v:.0}"),
-        a if a >= 10.0 => format!("{v:.1}"),
-        a if a >= 1.0 => format!("{v:.2}"),
-        _ => format!("{v:.3}"),
-    }
-}
 
 /// Draws every chart whose results exist into `out`; returns the files.
 pub fn draw_all(results: &Results, out: &Path) -> anyhow::Result<Vec<PathBuf>> {
@@ -275,16 +265,6 @@ fn relay(run: &Run, path: &Path) -> anyhow::Result<()> {
         &caption("5. corral mcp wrap", run),
         &[trip, throughput],
     )
-}
-
-/// The scale targets per backend: RSS (MiB), idle CPU (%), back after the
-/// deadline (s).
-pub fn scale_targets(backend: &str) -> (f64, f64, f64) {
-    if backend == "cgroup" {
-        (64.0, 1.0, 2.0)
-    } else {
-        (64.0, 5.0, 5.0)
-    }
 }
 
 fn scale(run: &Run, path: &Path) -> anyhow::Result<()> {

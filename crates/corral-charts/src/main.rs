@@ -15,6 +15,7 @@
 mod charts;
 mod draw;
 mod markdown;
+mod numbers;
 mod results;
 mod summary;
 

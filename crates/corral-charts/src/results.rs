@@ -106,6 +106,16 @@ pub fn date(unix_time: u64) -> String {
     format!("{year:04}-{month:02}-{day:02}")
 }
 
+/// The scale targets per backend: RSS (MiB), idle CPU (%), back after the
+/// deadline (s).
+pub fn scale_targets(backend: &str) -> (f64, f64, f64) {
+    if backend == "cgroup" {
+        (64.0, 1.0, 2.0)
+    } else {
+        (64.0, 5.0, 5.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::date;

@@ -5,8 +5,8 @@
 use serde_json::Value;
 
 use crate::{
-    charts::{scale_targets, short},
-    results::{Results, Run, num},
+    numbers::{short, thousands},
+    results::{Results, Run, num, scale_targets},
 };
 
 /// One line of the Summary table.
@@ -237,22 +237,6 @@ fn scale_line(results: &Results, backend: &str) -> Line {
     }
 }
 
-/// `1234567.8` as `1,234,568`.
-pub fn thousands(v: f64) -> String {
-    if !v.is_finite() {
-        return "-".to_owned();
-    }
-    let digits = format!("{:.0}", v.abs());
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if v < 0.0 { format!("-{out}") } else { out }
-}
-
 fn growth_line(results: &Results) -> Line {
     let target = "growth, 1 to 1,000 processes: spawn-to-exit, deadline-to-empty (no target)";
     let Some(run) = results.get("growth") else {
@@ -442,18 +426,5 @@ fn growth_figure(row: &Value) -> String {
         format!("{time}, **{left}/{tree} left**")
     } else {
         time
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::thousands;
-
-    #[test]
-    fn thousands_are_separated() {
-        assert_eq!(thousands(927_588.4), "927,588");
-        assert_eq!(thousands(50_000.0), "50,000");
-        assert_eq!(thousands(999.0), "999");
-        assert_eq!(thousands(-1234.0), "-1,234");
     }
 }
