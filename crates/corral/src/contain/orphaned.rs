@@ -165,16 +165,23 @@ mod tests {
 
     /// A marked process that lost every link to the recorded members is a
     /// member, with its children, if it started after the leader; unmarked
-    /// ones, and marked ones older than the leader, are not.
+    /// ones, marked ones older than the leader, a marked zombie and the
+    /// ender itself (marked: a nested corral's) are not.
     #[test]
     fn a_marked_orphan_is_found_without_a_link() {
         use crate::identity::tests::stat;
+        let me = sys::getpid();
         let table = ProcessTable::new(vec![
             stat(201, 1, 201, 60),   // the leader
             stat(202, 1, 202, 70),   // a daemon adopted by init, marked
             stat(203, 202, 202, 71), // its child
             stat(204, 1, 204, 72),   // unmarked, started later
             stat(205, 1, 205, 40),   // marked, but older than the leader
+            Stat {
+                state: 'Z',
+                ..stat(206, 1, 206, 73) // marked, exited
+            },
+            stat(me, 1, me, 74), // this process, marked
         ]);
         let rule = |mark: Option<Box<Mark>>| Rule {
             backend: Backend::Subreaper,
@@ -190,7 +197,7 @@ mod tests {
         };
         let pids = |rule: &Rule| {
             let mut pids: Vec<i32> = rule
-                .members_by(&table, |s| [202, 205].contains(&s.pid))
+                .members_by(&table, |s| [202, 205, 206, me].contains(&s.pid))
                 .iter()
                 .map(|s| s.pid)
                 .collect();
