@@ -17,6 +17,7 @@ use crate::{
     cli::{BackendArg, FirstSignal, RunArgs},
     getopt::{self, Opt},
     kit::{exit::Status, limits::LimitArgs, sink::ReportArgs, startup},
+    run::personality::{quote, say, say_raw},
 };
 
 /// GNU `timeout`'s options: 9.1's, plus `-f` and `-p`, which later GNU
@@ -151,118 +152,9 @@ fn interval(text: &OsStr) -> Result<Duration, String> {
         .ok_or_else(|| format!("invalid time interval {}", quote(text)))
 }
 
-/// `-v`: what says GNU's line for each signal as it is sent (`EXIT` when
-/// `-s 0` sends nothing at the deadline), for `corral::Command::on_signal`.
-pub fn verbose(
-    name: &str,
-    command: &[OsString],
-) -> impl Fn(Option<Signal>) + Send + Sync + 'static {
-    let program = quote(command.first().map_or(OsStr::new(""), OsString::as_os_str));
-    let name = name.to_owned();
-    move |signal: Option<Signal>| {
-        let label = match signal {
-            None => "EXIT".to_owned(),
-            Some(signal) => signal
-                .gnu_name()
-                .unwrap_or_else(|| signal.number().to_string()),
-        };
-        say(
-            &name,
-            &format!("sending signal {label} to command {program}"),
-        );
-    }
-}
-
-/// GNU's message for a command that could not be started.
-pub fn spawn_message(command: &[OsString], error: &corral::Error) -> String {
-    let program = quote(command.first().map_or(OsStr::new(""), OsString::as_os_str));
-    let reason = match error {
-        // strerror(ENOENT), as execvp would have failed.
-        corral::Error::Spawn {
-            failure: corral::SpawnFailure::NotFound,
-            ..
-        } => "No such file or directory".to_owned(),
-        corral::Error::Spawn { source, .. } => {
-            let text = source.to_string();
-            // "No such file or directory (os error 2)" as strerror says it.
-            text.split(" (os error").next().unwrap_or(&text).to_owned()
-        }
-        other => return other.to_string(),
-    };
-    format!("failed to run command {program}: {reason}")
-}
-
-/// One line `NAME: message` on standard error; a closed standard error is
-/// not an error.
-pub fn say(name: &str, message: &str) {
-    say_raw(&format!("{name}: {message}"));
-}
-
-fn say_raw(line: &str) {
-    use std::io::Write as _;
-    let _ = writeln!(std::io::stderr(), "{line}");
-}
-
 fn print(text: &str) {
     use std::io::Write as _;
     let _ = std::io::stdout().write_all(text.as_bytes());
-}
-
-/// `text` quoted as GNU's `quote()` does: ‘…’ in a UTF-8 locale, '…' with
-/// `\'` otherwise, control characters (and, outside UTF-8, non-ASCII bytes)
-/// as C escapes.
-pub fn quote(text: &OsStr) -> String {
-    let utf8 = ["LC_ALL", "LC_CTYPE", "LANG"]
-        .iter()
-        .find_map(|var| std::env::var(var).ok().filter(|v| !v.is_empty()))
-        .is_some_and(|locale| {
-            let lower = locale.to_ascii_lowercase();
-            lower.contains("utf-8") || lower.contains("utf8")
-        });
-    quote_in(text, utf8)
-}
-
-fn quote_in(text: &OsStr, utf8: bool) -> String {
-    let bytes = text.as_encoded_bytes();
-    let (open, close) = if utf8 {
-        ("\u{2018}", "\u{2019}")
-    } else {
-        ("'", "'")
-    };
-    let mut out = String::from(open);
-    let mut rest = bytes;
-    while let Some((&first, tail)) = rest.split_first() {
-        if utf8 && !first.is_ascii() {
-            // A whole valid character stays as it is.
-            let len = match first {
-                0xc2..=0xdf => 2,
-                0xe0..=0xef => 3,
-                0xf0..=0xf4 => 4,
-                _ => 1,
-            };
-            if let Some(Ok(ch)) = rest.get(..len).map(std::str::from_utf8) {
-                out.push_str(ch);
-                rest = &rest[len..];
-                continue;
-            }
-        }
-        match first {
-            b'\x07' => out.push_str("\\a"),
-            b'\x08' => out.push_str("\\b"),
-            b'\x0c' => out.push_str("\\f"),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            b'\t' => out.push_str("\\t"),
-            b'\x0b' => out.push_str("\\v"),
-            b'\\' => out.push_str("\\\\"),
-            b'\'' if !utf8 => out.push_str("\\'"),
-            b' '..=b'~' => out.push(char::from(first)),
-            _ => out.push_str(&format!("\\{first:03o}")),
-        }
-        rest = tail;
-    }
-    out.push_str(close);
-    out
 }
 
 fn version() -> String {
@@ -418,17 +310,6 @@ mod tests {
             parse("timeout", &args(&["--vers"])),
             Ok(Parsed::Version)
         ));
-    }
-
-    #[test]
-    fn quoting_is_gnus() {
-        let quoted = |text: &str, utf8| quote_in(OsStr::new(text), utf8);
-        assert_eq!(quoted("sleep", false), "'sleep'");
-        assert_eq!(quoted("sleep", true), "\u{2018}sleep\u{2019}");
-        assert_eq!(quoted("it's a\\b", false), "'it\\'s a\\\\b'");
-        assert_eq!(quoted("it's", true), "\u{2018}it's\u{2019}");
-        assert_eq!(quoted("a\tb\u{1}é", false), "'a\\tb\\001\\303\\251'");
-        assert_eq!(quoted("a\tb\u{1}é", true), "\u{2018}a\\tb\\001é\u{2019}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 pub mod gnu;
 mod init;
+pub mod personality;
 mod report;
 
 use std::{
@@ -10,7 +11,7 @@ use std::{
 };
 
 use anyhow::Context;
-use corral::{Error, Finished, Input, Outcome, Output, Signal};
+use corral::{Finished, Input, Output, Signal};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -22,9 +23,8 @@ use crate::{
         sink::{self, Sink},
         startup,
     },
-    run::report::NotRun,
+    run::{personality::Personality, report::NotRun},
     text::printable,
-    timeout,
 };
 
 /// Runs the command as a dedicated supervisor. `parent` is corral's parent
@@ -37,18 +37,19 @@ pub fn main(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
     signals::hold_unhandled();
     signals::ignore_job_control();
     // As `timeout`, -v is GNU's lines only, not corral's debug log.
-    let sink = startup::supervisor(&args.report, args.verbose && args.timeout_name.is_none())?;
+    let own_verbose = Personality::of(args).own_verbose(args.verbose);
+    let sink = startup::supervisor(&args.report, own_verbose)?;
     startup::supervise(run(args, parent, sink))
 }
 
 async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<Status> {
+    let personality = Personality::of(args);
     let mut init = init::Init::take_on()?;
-    // As `timeout`, GNU's handlers whatever the parent left ignored.
-    let gnu = match args.timeout_name {
-        Some(_) => signals::gnu_handled(args.signal.0),
-        None => Vec::new(),
-    };
-    let watch = signals::install_overriding(&init::handled(init.as_ref()), &gnu, parent)?;
+    let watch = signals::install_overriding(
+        &init::handled(init.as_ref()),
+        &personality.handled_even_if_ignored(args.signal.0),
+        parent,
+    )?;
     let started = Instant::now();
     let Watch::Armed(mut signals) = watch else {
         say!("the parent process is already gone (counts as SIGTERM); the command was not started");
@@ -61,7 +62,7 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
     };
 
     let cancel = CancellationToken::new();
-    let command = match command(args, cancel.clone()) {
+    let command = match command(args, &personality, cancel.clone()) {
         Ok(command) => command,
         Err(error) => {
             // A bad --user: nothing ran, and the report says why.
@@ -78,18 +79,7 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
         Ok(child) => child,
         Err(error) => {
             let status = Status::of_spawn_error(&error);
-            let message = match &args.timeout_name {
-                Some(name) => {
-                    let message = timeout::spawn_message(&args.command, &error);
-                    timeout::say(name, &message);
-                    message
-                }
-                None => {
-                    let message = spawn_message(&error);
-                    say!("{message}");
-                    message
-                }
-            };
+            let message = personality.spawn_failed(&args.command, &error);
             let why = NotRun::SpawnFailed { error: message };
             let report = report::not_run(&args.command, why, status, started.elapsed());
             sink::deliver(sink, &report);
@@ -98,8 +88,7 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
     };
 
     let control = child.control();
-    // As `timeout`, -v is GNU's lines only.
-    let corral_verbose = args.verbose && args.timeout_name.is_none();
+    let corral_verbose = personality.own_verbose(args.verbose);
     let mut wait = pin!(child.wait());
     // The signal that ended the tree, and whether it is being ended: a
     // signal received from then on is passed on to what still runs, as GNU
@@ -126,11 +115,10 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
                     }
                     ending = true;
                     received = Some(signal);
-                    // As `timeout`, the signal received is the one passed
-                    // on, as GNU's: then the grace (-k) and SIGKILL.
-                    match args.timeout_name {
-                        Some(_) => control.end_with(signal),
-                        None => cancel.cancel(),
+                    if personality.passes_on_the_ending_signal() {
+                        control.end_with(signal);
+                    } else {
+                        cancel.cancel();
                     }
                 }
                 Meaning::TimeUp if ending || control.ending() => {
@@ -174,19 +162,8 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
         args.preserve_status,
         received,
     );
-    let status = match args.timeout_name {
-        // As GNU's: its alarm sets `timed_out` whenever it comes.
-        Some(_) if late_alarm => Status::of_run(
-            Outcome::TimedOut,
-            finished.leader,
-            args.preserve_status,
-            None,
-        )
-        .as_gnu(finished.leader),
-        Some(_) => status.as_gnu(finished.leader),
-        None => status,
-    };
-    tell(args, &finished);
+    let status = personality.status(status, finished.leader, args.preserve_status, late_alarm);
+    tell(args, corral_verbose, &finished);
     let mut notes: Vec<String> = received
         .map(|signal| format!("corral received {signal} and ended the tree"))
         .into_iter()
@@ -205,7 +182,11 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
 }
 
 /// The library command for `args`; the token ends the tree when cancelled.
-fn command(args: &RunArgs, cancel: CancellationToken) -> anyhow::Result<corral::Command> {
+fn command(
+    args: &RunArgs,
+    personality: &Personality,
+    cancel: CancellationToken,
+) -> anyhow::Result<corral::Command> {
     let (program, rest) = args
         .command
         .split_first()
@@ -226,9 +207,9 @@ fn command(args: &RunArgs, cancel: CancellationToken) -> anyhow::Result<corral::
         .ignore_sigpipe(corral::host::sigpipe_ignored_at_start() == Some(true))
         .default_signals(signals::JOB_CONTROL)
         .cancel_on(cancel);
-    let command = match (&args.timeout_name, args.verbose) {
-        (Some(name), true) => command.on_signal(timeout::verbose(name, &args.command)),
-        _ => command,
+    let command = match personality.on_signal(&args.command, args.verbose) {
+        Some(say_each) => command.on_signal(say_each),
+        None => command,
     };
     let command = match &args.user {
         Some(spec) => {
@@ -244,27 +225,12 @@ fn command(args: &RunArgs, cancel: CancellationToken) -> anyhow::Result<corral::
     })
 }
 
-/// The one-line message for a failed spawn, with a hint where the fix is an
-/// option.
-fn spawn_message(error: &Error) -> String {
-    match error {
-        Error::BackendUnavailable { .. } => {
-            format!("{error}; choose another with --backend (see corral capabilities)")
-        }
-        Error::Cgroup { .. } => format!("{error}; try --backend subreaper"),
-        Error::LimitUnavailable { .. } => {
-            format!("{error} (corral capabilities lists what this host supports)")
-        }
-        _ => error.to_string(),
-    }
-}
-
 /// What the cleanup did, on standard error: every signal with `-v`,
 /// survivors always.
-fn tell(args: &RunArgs, finished: &Finished) {
+fn tell(args: &RunArgs, corral_verbose: bool, finished: &Finished) {
     let report = &finished.report;
     // As `timeout`, -v lines were said as each signal went (see `command`).
-    if args.verbose && args.timeout_name.is_none() {
+    if corral_verbose {
         for sent in &report.signals {
             let whom = match sent.delivered {
                 Some(1) => "1 process".to_owned(),

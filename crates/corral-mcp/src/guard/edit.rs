@@ -5,8 +5,6 @@
 
 use std::ops::Range;
 
-use super::json::quote;
-
 /// One server entry as found in a file: its name and where its fields are.
 #[derive(Debug, Clone, Default)]
 pub struct Site {
@@ -239,7 +237,19 @@ pub fn region(site: &Site) -> Option<Range<usize>> {
 
 /// Applies `edits` (non-overlapping) to `text`.
 pub fn apply(text: &str, edits: &[Edit]) -> String {
-    super::json::apply(text, edits.to_vec())
+    let mut edits = edits.to_vec();
+    edits.sort_by_key(|(span, _)| std::cmp::Reverse(span.start));
+    let mut out = text.to_owned();
+    for (span, with) in edits {
+        out.replace_range(span, &with);
+    }
+    out
+}
+
+/// `value` as a string literal, the same in JSON and in TOML (a TOML basic
+/// string takes JSON's escapes).
+fn quote(value: &str) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| String::from("\"\""))
 }
 
 /// The region `region` of `text` after `edits` (all inside it) are

@@ -108,11 +108,6 @@ pub fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
     Ok(Some(node))
 }
 
-/// `value` as a JSON string literal.
-pub fn quote(value: &str) -> String {
-    serde_json::to_string(value).unwrap_or_else(|_| String::from("\"\""))
-}
-
 /// The 1-based line of byte `at`.
 pub fn line_of(text: &str, at: usize) -> usize {
     text.as_bytes()[..at.min(text.len())]
@@ -288,16 +283,6 @@ impl Parser<'_> {
             self.error("a string with a bad escape or a control character")
         })
     }
-}
-
-/// Replaces each span with its text (spans must not overlap).
-pub fn apply(text: &str, mut edits: Vec<(Range<usize>, String)>) -> String {
-    edits.sort_by_key(|(span, _)| std::cmp::Reverse(span.start));
-    let mut out = text.to_owned();
-    for (span, with) in edits {
-        out.replace_range(span, &with);
-    }
-    out
 }
 
 /// The server entries of a JSON config under `container` (the keys down to
