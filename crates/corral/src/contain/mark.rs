@@ -100,13 +100,16 @@ pub(crate) fn marked(stat: &Stat, id: &str, uid: u32) -> bool {
     let Ok(proc) = dirfd::open_dir_at(None, OsStr::new(&format!("/proc/{}", stat.pid))) else {
         return false;
     };
+    // The directory's owner is the process's effective uid (dumpable or
+    // not, as `ps` reads it): another user's process costs no read.
+    if dirfd::meta(&proc).is_ok_and(|meta| meta.uid != uid) {
+        return false;
+    }
     let is_judged = read_at(&proc, "stat", 4096).is_ok_and(|text| {
         identity::parse_stat(&String::from_utf8_lossy(&text))
             .is_some_and(|now| now.start_time == stat.start_time && now.is_running())
     });
-    // The directory's owner is the process's effective uid (dumpable or
-    // not, as `ps` reads it): another owner spares reading its status.
-    if !is_judged || dirfd::meta(&proc).is_ok_and(|meta| meta.uid != uid) {
+    if !is_judged {
         return false;
     }
     let is_wholly = read_at(&proc, "status", 64 << 10)
