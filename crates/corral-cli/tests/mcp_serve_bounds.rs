@@ -67,15 +67,20 @@ impl Server {
 
     /// A stateless (`2026-07-28`) `tools/call run` request for `argv`.
     fn call(&self, argv: &[&str], token: &str) -> Vec<u8> {
+        self.tool("run", &json!({"argv": argv}), token)
+    }
+
+    /// A stateless (`2026-07-28`) `tools/call` request of tool `name`.
+    fn tool(&self, name: &str, arguments: &serde_json::Value, token: &str) -> Vec<u8> {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "run", "arguments": {"argv": argv},
+            "name": name, "arguments": arguments,
             "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                       "io.modelcontextprotocol/clientCapabilities": {}}}})
         .to_string();
         format!(
             "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
              Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-             MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: run\r\n\
+             MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: {name}\r\n\
              Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
             self.address,
             body.len()
@@ -314,6 +319,36 @@ fn a_flood_without_the_token_locks_no_client_out() {
     );
 }
 
+/// Waits until `wanted` of `streams` are readable: the server sent the first
+/// bytes of its answer, or closed the connection (the answer dropped). The
+/// runs behind them queue for the server's concurrency limit, and on a busy
+/// machine 100 of them take minutes: what is bounded is the wait for each
+/// next one, so a server that stops answering is caught, a slow one is not.
+fn answered(streams: &[TcpStream], wanted: usize) {
+    let mut waiting: Vec<libc::pollfd> = streams
+        .iter()
+        .map(|stream| libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(stream),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let limit = i32::try_from(LIMIT.as_millis()).expect("LIMIT in ms");
+    while streams.len() - waiting.len() < wanted {
+        let count = libc::nfds_t::try_from(waiting.len()).expect("a count of descriptors");
+        // SAFETY: `waiting` is a live array of `count` pollfds.
+        let ready = unsafe { libc::poll(waiting.as_mut_ptr(), count, limit) };
+        assert!(
+            ready > 0,
+            "no answer in {LIMIT:?} after {} of {}: {}",
+            streams.len() - waiting.len(),
+            streams.len(),
+            std::io::Error::last_os_error()
+        );
+        waiting.retain(|fd| fd.revents == 0);
+    }
+}
+
 #[test]
 fn answers_nobody_reads_keep_the_servers_memory_bounded() {
     raise_nofile();
@@ -330,14 +365,26 @@ fn answers_nobody_reads_keep_the_servers_memory_bounded() {
         stream.write_all(&call).expect("write");
         unread.push(stream);
     }
-    // A client that reads gets its answer meanwhile.
+    // Ten answers went out: more than the 64 MiB budget holds, so the
+    // server holds unwritten answers (and has dropped some) while the other
+    // runs go on.
+    answered(&unread, 10);
+    // A client that reads gets its answer meanwhile. `list_runs` waits for
+    // no run slot: a `run` would queue behind the 90 runs still waiting for
+    // the concurrency limit, which every client shares (docs/security.md),
+    // and be answered only after them.
     let answer = ask(
         &server,
-        &server.call(&["echo", "read"], &server.token),
+        &server.tool("list_runs", &json!({}), &server.token),
         LIMIT,
     )
     .expect("an answer while 100 clients read nothing");
-    assert!(answer.contains("read"), "{answer}");
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.contains("no background runs"),
+        "{answer}"
+    );
+    // Every run ended and its answer went out (or was dropped).
+    answered(&unread, unread.len());
     // The peak while the server builds, holds and drops the answers, until
     // it has closed every unread connection (a dropped answer closes it at
     // once, a held one after the write-stall deadline).

@@ -15,7 +15,7 @@ use rmcp::{
 };
 use tokio::sync::mpsc;
 
-use super::{CallContext, Principal, Progress, Runner};
+use super::{AnswerHold, CallContext, Principal, Progress, Runner};
 
 /// An MCP server handler for the command-running tools. Cheap to clone
 /// (each HTTP session gets a clone).
@@ -72,6 +72,7 @@ impl ServerHandler for CorralServer {
         let _on_drop = cancel.clone().drop_guard();
         let call = CallContext {
             principal: principal_of(&context),
+            hold: hold_of(&context),
             cancel,
             progress: token.is_some().then(|| {
                 let tx = progress_tx.clone();
@@ -107,6 +108,16 @@ impl ServerHandler for CorralServer {
         };
         Ok(CallToolResponse::Complete(result))
     }
+}
+
+/// Where the HTTP transport wants a run's permit left until its answer is
+/// built (in the request, as the principal); none on stdio.
+fn hold_of(context: &RequestContext<RoleServer>) -> Option<AnswerHold> {
+    context
+        .extensions
+        .get::<hyper::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<AnswerHold>())
+        .cloned()
 }
 
 /// The principal the HTTP gate put into the request (rmcp hands the

@@ -158,6 +158,9 @@ pub struct CallContext {
     pub cancel: CancellationToken,
     /// Where progress goes, when the client asked for it.
     pub progress: Option<ProgressSink>,
+    /// On HTTP, where a foreground run leaves its concurrency permit until
+    /// its answer is built.
+    pub(crate) hold: Option<AnswerHold>,
 }
 
 impl std::fmt::Debug for CallContext {
@@ -166,6 +169,40 @@ impl std::fmt::Debug for CallContext {
             .field("principal", &self.principal)
             .field("cancel", &self.cancel)
             .field("progress", &self.progress.is_some())
+            .field("hold", &self.hold)
+            .finish()
+    }
+}
+
+/// What a foreground run leaves behind until its answer is built: its
+/// permit of the concurrency limit. On HTTP, answers are built on a thread
+/// of their own (`transport/answer_thread.rs`), which lets go of the hold
+/// once it has built a frame of the answer: runs then end no faster than
+/// their answers are built, and at most `max_concurrent` results wait to be
+/// built. Without that, runs of 1 MiB of output ended faster than their
+/// answers of 12 MB were built, and the results waiting grew the server by
+/// over 300 MB (docs/flakes.md (28)). Dropped with its last clone: a call
+/// whose answer is never built lets go when rmcp drops the request.
+#[derive(Clone, Default)]
+pub(crate) struct AnswerHold(Arc<std::sync::Mutex<Vec<Box<dyn Send>>>>);
+
+impl AnswerHold {
+    /// Keeps `held` until [`AnswerHold::release`].
+    pub(crate) fn keep(&self, held: impl Send + 'static) {
+        run::lock(&self.0).push(Box::new(held));
+    }
+
+    /// Drops what is kept.
+    pub(crate) fn release(&self) {
+        let held = std::mem::take(&mut *run::lock(&self.0));
+        drop(held);
+    }
+}
+
+impl std::fmt::Debug for AnswerHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("AnswerHold")
+            .field(&run::lock(&self.0).len())
             .finish()
     }
 }

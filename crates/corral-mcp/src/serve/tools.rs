@@ -321,7 +321,6 @@ async fn run(
         ));
     }
     let _alive = alive;
-    let _permit = permit;
     let kept = Arc::new(Mutex::new(Kept::new(plan.max_output, 0)));
     // The client's cancellation ends this run's tree too.
     let linked = async {
@@ -334,6 +333,10 @@ async fn run(
         () = linked => unreachable!("the link never ends"),
     };
     shared.audit(&plan, &context.principal, None, &ended);
+    // On HTTP the permit is let go once the answer is built (`AnswerHold`).
+    if let Some(hold) = &context.hold {
+        hold.keep(permit);
+    }
     Ok(of_ended(&ended))
 }
 

@@ -39,7 +39,8 @@ use rmcp::{
 };
 use tokio::{net::TcpListener, task::JoinSet};
 
-use crate::serve::{CorralServer, Principal};
+use crate::serve::{AnswerHold, CorralServer, Principal};
+use answer_thread::AnswerThread;
 use answers::{Backlog, Counted, Unwritten, Watched};
 use pools::{Admission, Pools, Refused};
 use sessions::Sessions;
@@ -75,6 +76,9 @@ pub enum TransportError {
     /// The listener's own address cannot be read.
     #[error("reading the listening address: {0}")]
     Listener(#[source] io::Error),
+    /// The thread that builds the answers cannot be started.
+    #[error("starting the thread that builds the answers: {0}")]
+    AnswerThread(#[source] io::Error),
 }
 
 /// Who may use the HTTP endpoint.
@@ -269,9 +273,12 @@ pub async fn stdio<S: ServerHandler>(
 /// request passes the [`HttpAuth`] checks before rmcp sees it. Every
 /// session gets its own clone of `server`.
 ///
+/// Answers are built on a thread of their own (`transport/answer_thread.rs`):
+/// building a large one takes no turn of the caller's runtime.
+///
 /// # Errors
-/// When the listener's address cannot be read. Failed accepts are logged
-/// and retried.
+/// When the listener's address cannot be read, or the answer thread cannot
+/// be started. Failed accepts are logged and retried.
 pub async fn http(
     server: CorralServer,
     listener: TcpListener,
@@ -341,6 +348,7 @@ where
     });
     let pools = Arc::new(Pools::new(limits, share(limits.admitted)));
     let backlog = Arc::new(Backlog::new(limits.unwritten));
+    let answer_thread = Arc::new(AnswerThread::start().map_err(TransportError::AnswerThread)?);
     let mut connections = JoinSet::new();
     loop {
         while connections.try_join_next().is_some() {}
@@ -364,6 +372,7 @@ where
         let admission = Arc::new(pools.enter());
         let unwritten = Arc::new(Unwritten::new(Arc::clone(&backlog)));
         let gate = Arc::clone(&gate);
+        let answer_thread = Arc::clone(&answer_thread);
         let stop = stop.clone();
         connections.spawn(async move {
             let closed = admission.closed.clone();
@@ -381,10 +390,15 @@ where
                 let unwritten = Arc::clone(&unwritten);
                 service_fn(move |request| {
                     let unwritten = Arc::clone(&unwritten);
-                    let answer = Arc::clone(&gate).serve(request, Arc::clone(&admission));
+                    let answer_thread = Arc::clone(&answer_thread);
+                    let hold = AnswerHold::default();
+                    let answer =
+                        Arc::clone(&gate).serve(request, Arc::clone(&admission), hold.clone());
                     async move {
                         let response = answer.await?;
-                        Ok::<_, Infallible>(response.map(|body| Counted::new(body, unwritten)))
+                        let answer =
+                            |body| answer_thread.answer(Counted::new(body, unwritten), hold);
+                        Ok::<_, Infallible>(response.map(answer))
                     }
                 })
             };
@@ -456,6 +470,7 @@ impl<S: ServerHandler + Send + 'static> Gate<S> {
         self: Arc<Self>,
         mut request: Request<Incoming>,
         admission: Arc<Admission>,
+        hold: AnswerHold,
     ) -> Result<Response<Body>, Infallible> {
         if request.uri().path() != PATH {
             return Ok(plain(
@@ -511,8 +526,10 @@ impl<S: ServerHandler + Send + 'static> Gate<S> {
         }
         let delete = request.method() == Method::DELETE;
         // rmcp hands the request's parts, extensions included, to the
-        // handler: the call runs as this principal.
+        // handler: the call runs as this principal, and leaves its run's
+        // permit in `hold` until the answer is built.
         request.extensions_mut().insert(principal.clone());
+        request.extensions_mut().insert(hold);
         let response = self.mcp.handle(request).await;
         match session {
             Some(id) if delete && response.status().is_success() => {
@@ -632,6 +649,7 @@ fn plain(status: StatusCode, text: impl Into<Bytes>) -> Response<Body> {
     response
 }
 
+mod answer_thread;
 mod answers;
 mod pools;
 mod sessions;
