@@ -660,15 +660,30 @@ fn a_subreaper_tree_leaves_the_callers_own_subreaper_flag_alone() {
 /// reap every child, is refused at the spawn: `Error::ChildrenAutoreaped`.)
 #[test]
 fn a_leader_reaped_by_another_reaper_of_the_host_still_ends_the_call() {
+    reaped_by_another_reaper(
+        "a_leader_reaped_by_another_reaper_of_the_host_still_ends_the_call",
+        "",
+    );
+}
+
+/// The same, with the leader reaped before the spawn reads its `/proc`
+/// entry (held there by the `leader-reaped-first` fault, as a host's
+/// reaper can win that race under load): the spawn succeeds, and the call
+/// ends as above.
+#[test]
+fn a_leader_reaped_before_the_spawn_read_it_still_ends_the_call() {
+    reaped_by_another_reaper(
+        "a_leader_reaped_before_the_spawn_read_it_still_ends_the_call",
+        "leader-reaped-first",
+    );
+}
+
+fn reaped_by_another_reaper(name: &str, faults: &str) {
     use std::sync::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
     };
-    let Run::Body = in_child(
-        "a_leader_reaped_by_another_reaper_of_the_host_still_ends_the_call",
-        "",
-        false,
-    ) else {
+    let Run::Body = in_child(name, faults, false) else {
         return;
     };
     let stop = Arc::new(AtomicBool::new(false));

@@ -367,12 +367,28 @@ fn open_leader(pid: i32, pidfd: OwnedFd) -> Result<Leader, Error> {
             .flatten()
             .unwrap_or(pid)
     };
-    let start_time = identity::read_stat(proc_pid)
-        .map_err(|source| Error::Os {
-            what: "reading the leader's /proc entry",
-            source,
-        })?
-        .start_time;
+    crate::fault::leader_reaped_first(pidfd.as_fd(), proc_pid);
+    let start_time = match identity::read_stat(proc_pid) {
+        Ok(stat) => stat.start_time,
+        // Exited and already reaped by something else of the host (a
+        // `waitpid(-1)` in another thread): its pid may be another
+        // process's by now, so it is named by a start time no process of
+        // ours has (as `leader_identity` does: nothing is ever signalled by
+        // it, and every member still is one); its exit is seen as
+        // `wait_exit` sees it, and what it left is ended as ever.
+        Err(error)
+            if (error.kind() == std::io::ErrorKind::NotFound || sys::is_gone(&error))
+                && sys::pidfd_exited(pidfd.as_fd()) =>
+        {
+            0
+        }
+        Err(source) => {
+            return Err(Error::Os {
+                what: "reading the leader's /proc entry",
+                source,
+            });
+        }
+    };
     let pidfd = sys::async_fd_or_back(pidfd).map_err(|(source, _)| Error::Os {
         what: "registering the leader's pidfd",
         source,

@@ -125,11 +125,14 @@ pub(crate) async fn sweep_after_owner(
         ));
     };
     let expected = match (backend, action) {
-        // The leaf still holds both sleepers: `cgroup.kill` names no pids.
-        (Backend::Cgroup, SweepAction::Killed { members, survivors }) => {
+        // The leaf still holds both sleepers (`cgroup.kill` names no pids);
+        // on the subreaper backend the record names only the leader, whose
+        // identity no longer holds, and the sleepers, orphans with no link
+        // to it, are found by the tree's mark in their environment.
+        (Backend::Cgroup | Backend::Subreaper, SweepAction::Killed { members, survivors }) => {
             let mut pids: Vec<i32> = members.iter().map(|m| m.pid).collect();
             pids.sort_unstable();
-            // Both members are in the leaf; the list is what the sweep saw
+            // Both members are the tree's; the list is what the sweep saw
             // running when it began (a member can be caught mid-exit), so it
             // must name nothing else, and afterwards neither may run.
             let want = [x.pid, y.pid];
@@ -139,23 +142,13 @@ pub(crate) async fn sweep_after_owner(
                 ));
             }
             if x.is_running() || y.is_running() {
-                return fail("the sweep left members of the cgroup running");
+                return fail("the sweep left members of the tree running");
             }
-            "killed the two members through the leaf"
-        }
-        // The record names only the leader, whose identity no longer holds:
-        // nothing is found, nothing signalled (the members it cannot know of
-        // are still running).
-        // (`Dropped` is returned only when the sweep found no member, i.e.
-        // signalled nothing; whether the members still run is noted, not
-        // asserted: they are orphans of a killed owner by now.)
-        (Backend::Subreaper, SweepAction::Dropped) => {
-            note(format!(
-                "members after the sweep: {} running, {} running",
-                x.is_running(),
-                y.is_running()
-            ));
-            "dropped the record without signalling"
+            if backend == Backend::Cgroup {
+                "killed the two members through the leaf"
+            } else {
+                "killed the two members by the tree's mark"
+            }
         }
         // The bystander leads a process group with the recorded group id.
         (Backend::Group, SweepAction::Dropped) => {
