@@ -15,6 +15,18 @@ pub fn is_ignored(signal: Signal) -> io::Result<bool> {
     sys::is_ignored(signal)
 }
 
+/// Has the allocator give every freed block of at least `bytes` back to
+/// the kernel at once (glibc's `mallopt(M_MMAP_THRESHOLD)`); `false` where
+/// it cannot (another C library). For a long-running supervisor whose large
+/// buffers come and go (`corral mcp serve`'s 12 MB answers): glibc's
+/// default threshold rises to the size of the largest block freed, after
+/// which blocks that size come from the heap and stay there once freed, so
+/// the process's peak grows with what the allocator keeps, not with what it
+/// holds (`docs/flakes.md` (28)).
+pub fn release_large_frees(bytes: usize) -> bool {
+    sys::fixed_mmap_threshold(bytes)
+}
+
 /// Sets `SIGCHLD` back to its default disposition (without `SA_NOCLDWAIT`).
 /// A parent may leave it ignored (`trap '' CHLD` in a shell), which makes
 /// the kernel reap children by itself; [`Command::spawn`](crate::Command::spawn)
@@ -187,5 +199,41 @@ impl SignalWatch {
             std::task::Poll::Pending
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Resident memory of this process in KiB.
+    fn resident_kib() -> u64 {
+        std::fs::read_to_string("/proc/self/status")
+            .expect("status")
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS")
+    }
+
+    /// Large buffers freed leave nothing resident: with glibc's default,
+    /// the second 12 MB block comes from the heap and stays resident once
+    /// freed (each test runs in a process of its own under nextest; under
+    /// `cargo test` another test's allocations may blur it, never make it
+    /// pass wrongly, as they only add).
+    #[cfg(target_env = "gnu")]
+    #[test]
+    fn large_frees_go_back_to_the_kernel() {
+        assert!(release_large_frees(1 << 20));
+        let before = resident_kib();
+        for _ in 0..4 {
+            let block = vec![1u8; 12 << 20];
+            std::hint::black_box(&block);
+        }
+        let after = resident_kib();
+        assert!(
+            after < before + 6 * 1024,
+            "{before} KiB resident before, {after} KiB after four 12 MiB blocks were freed"
+        );
     }
 }

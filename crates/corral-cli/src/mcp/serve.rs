@@ -71,6 +71,9 @@ pub fn serve(args: ServeArgs, parent: i32) -> anyhow::Result<Status> {
     run_as(args.user.as_deref(), &mut options)?;
     check_limits(&options.tree_limits, options.backend)?;
     startup::supervisor(&ReportArgs::default(), args.verbose)?;
+    // Answers of many MB come and go: each freed one goes back to the
+    // kernel, so the server's peak is what it holds (docs/flakes.md (28)).
+    corral::host::release_large_frees(1 << 20);
     startup::supervise(serve_until_stopped(transport, options, parent))
 }
 

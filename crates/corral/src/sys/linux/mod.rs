@@ -961,6 +961,28 @@ pub(crate) fn default_sigchld() -> io::Result<()> {
     Ok(())
 }
 
+/// `mallopt(M_MMAP_THRESHOLD, bytes)`: every block of at least `bytes` is
+/// its own mapping, unmapped when freed, and glibc's dynamic threshold is
+/// off. Whether the allocator took it (`false` with another C library).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man3/mallopt.3.html>
+#[cfg(target_env = "gnu")]
+pub(crate) fn fixed_mmap_threshold(bytes: usize) -> bool {
+    let Ok(bytes) = libc::c_int::try_from(bytes) else {
+        return false;
+    };
+    // SAFETY: `mallopt` takes two integers and changes only the
+    // allocator's settings, which it synchronises itself.
+    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, bytes) == 1 }
+}
+
+/// Without glibc: not available.
+#[cfg(not(target_env = "gnu"))]
+pub(crate) fn fixed_mmap_threshold(_bytes: usize) -> bool {
+    false
+}
+
 /// `SIGPIPE`'s disposition as this program found it, before Rust's runtime
 /// set it to ignored: 0 not recorded, 1 not ignored, 2 ignored.
 static SIGPIPE_AT_START: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
