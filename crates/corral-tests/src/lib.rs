@@ -11,9 +11,10 @@
 //! | module | what |
 //! |---|---|
 //! | [`proc`] | `Proc`, the `/proc/PID/stat` parser |
+//! | [`sched`] | `Busy`: what the scheduler gave a process, to tell its own waits from a starved machine |
 //! | [`guard`] | killing leftovers by identity: `Guard`, `Owned`, `Bystander` |
 //! | [`lines`] | readiness lines (`ready <pid>...`) and line readers |
-//! | [`wait`] | `wait_until(deadline, predicate)`, blocking and async |
+//! | [`wait`] | `wait_until(deadline, predicate)`, blocking and async; `exited_within` on a pidfd |
 //! | [`paths`] | binaries under test ([`bin_path!`]), scratch files and dirs |
 //! | [`skip`] | what this machine can run, and `SKIPPED:` lines |
 //! | [`shapes`] | container-shaped lanes (`unshare`, bubblewrap) to run a program in |
@@ -27,6 +28,7 @@ pub mod guard;
 pub mod lines;
 pub mod paths;
 pub mod proc;
+pub mod sched;
 pub mod shapes;
 pub mod skip;
 pub mod this_process;
@@ -39,4 +41,4 @@ pub use lines::{
 pub use paths::{Scratch, scratch};
 pub use proc::{Proc, Stat, stat};
 pub use skip::{cgroup_parent, containing_backend, is_root, skipped};
-pub use wait::{wait_until, wait_until_async};
+pub use wait::{exited_within, wait_until, wait_until_async};

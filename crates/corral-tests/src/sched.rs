@@ -1,0 +1,212 @@
+//! What the scheduler gave a process: to tell a program that waited too
+//! long (its own lateness) from one that was starved of a CPU (the
+//! machine's).
+//!
+//! Over a stretch of wall time a process's threads each either run, wait
+//! in the run queue for a CPU, or sleep (on a timer, a descriptor, another
+//! process). The first two are the machine's to give: in the emulated guest
+//! beside a loaded host a cleanup that needs a second of CPU takes many
+//! (`docs/flakes.md` (26)). What is left, the time no thread ran or waited
+//! to, is the time the process chose to wait: [`Busy::idle_since`]. A bound
+//! on that measures the program, not the machine: a cleanup that sleeps
+//! where it should work, or waits past its policy, exceeds it however fast
+//! the machine is, and a starved one does not.
+//!
+//! Read from `/proc/PID/task/*/schedstat` (time on a CPU, time in the run
+//! queue, in nanoseconds), also for a zombie not yet reaped. A thread that
+//! exits between two readings takes its time with it, which only makes the
+//! idle time look longer (the bound stricter). A machine that holds its
+//! (virtual) CPUs back, which no thread's count shows, makes each wait end
+//! late: measured apart, [`Held`].
+
+use std::{
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+/// A process's threads' time on a CPU and waiting for one, summed, read at
+/// [`at`](Busy::at).
+#[derive(Debug, Clone, Copy)]
+pub struct Busy {
+    /// When it was read.
+    pub at: Instant,
+    /// The threads' time running or in the run queue, summed.
+    pub busy: Duration,
+}
+
+impl Busy {
+    /// Process `pid`'s, or `None` once it is gone (reaped).
+    pub fn of(pid: i32) -> Option<Self> {
+        Self::of_threads(pid, |_| true)
+    }
+
+    /// This process's threads but `threads` ([`thread_id`]s): a test's own,
+    /// where it polls and waits, and a [`Held`] probe's, the others being
+    /// the runtime's workers and blocking threads, where corral's tasks run.
+    /// (libtest runs each test on a thread of its own, not the main one.)
+    pub fn others_than(threads: &[i32]) -> Self {
+        let me = std::process::id() as i32;
+        Self::of_threads(me, |tid| !threads.contains(&tid)).expect("/proc/self/task")
+    }
+
+    /// The calling thread's.
+    pub fn this_thread() -> Self {
+        let at = Instant::now();
+        let line = std::fs::read_to_string("/proc/thread-self/schedstat")
+            .expect("/proc/thread-self/schedstat");
+        Self {
+            at,
+            busy: busy_of(&line),
+        }
+    }
+
+    /// Process `pid`'s threads whose ids `wanted` takes.
+    fn of_threads(pid: i32, wanted: impl Fn(i32) -> bool) -> Option<Self> {
+        let at = Instant::now();
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+        let busy = tasks
+            .flatten()
+            .filter(|task| {
+                task.file_name()
+                    .to_str()
+                    .and_then(|tid| tid.parse().ok())
+                    .is_some_and(&wanted)
+            })
+            .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+            .map(|line| busy_of(&line))
+            .sum();
+        Some(Self { at, busy })
+    }
+
+    /// The wall time from `earlier` to `self` that none of the threads ran
+    /// or waited for a CPU (saturating: threads running side by side count
+    /// twice).
+    pub fn idle_since(&self, earlier: &Self) -> Duration {
+        let wall = self.at.saturating_duration_since(earlier.at);
+        wall.saturating_sub(self.busy.saturating_sub(earlier.busy))
+    }
+}
+
+/// The calling thread's id, as `/proc/self/task` names it.
+pub fn thread_id() -> i32 {
+    // SAFETY: `gettid` takes nothing and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// A `schedstat` line's time on a CPU and in the run queue.
+fn busy_of(line: &str) -> Duration {
+    let nanos = line
+        .split_whitespace()
+        .take(2)
+        .filter_map(|n| n.parse::<u64>().ok())
+        .sum();
+    Duration::from_nanos(nanos)
+}
+
+/// The wall time from the earlier readings to the later ones that neither
+/// of two processes (or threads) ran or waited for a CPU: `before` and
+/// `after` each read of both at about the same time.
+pub fn idle_of_both(before: (&Busy, &Busy), after: (&Busy, &Busy)) -> Duration {
+    let wall = after.0.at.max(after.1.at) - before.0.at.min(before.1.at);
+    let busy =
+        after.0.busy.saturating_sub(before.0.busy) + after.1.busy.saturating_sub(before.1.busy);
+    wall.saturating_sub(busy)
+}
+
+/// How often a [`Held`] probe wakes.
+const TICK: Duration = Duration::from_millis(10);
+
+/// A thread that sleeps [`TICK`] at a time and notes how late it woke, less
+/// the time it waited in the run queue: how long the machine held a timer
+/// back, which no thread's `schedstat` counts. In the emulated guest (TCG)
+/// beside a loaded host, the host not running the guest's CPUs stops its
+/// timers while its clock runs on: a 300 ms grace ended after 812 ms in
+/// which no thread of the test ran or waited to (`docs/flakes.md` (26)).
+/// Each of a program's waits may end that late; the time between its waits
+/// is not made longer (a sleep of 2 s takes 2 s of the clock however the
+/// machine holds it meanwhile), so what a bound allows for is the worst
+/// hold, per wait, not their sum. Stopped and joined on drop.
+#[derive(Debug)]
+pub struct Held {
+    /// Each wake-up, and how late it was.
+    late: Arc<Mutex<Vec<(Instant, Duration)>>>,
+    stop: Arc<AtomicBool>,
+    thread: i32,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Held {
+    /// Starts the probe.
+    pub fn start() -> Self {
+        let late = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let handle = {
+            let (late, stop) = (Arc::clone(&late), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let _ = sender.send(thread_id());
+                let mut waited_before = run_delay();
+                while !stop.load(Ordering::Relaxed) {
+                    let slept = Instant::now();
+                    std::thread::sleep(TICK);
+                    let woke = slept.elapsed();
+                    let waited_now = run_delay();
+                    let waited = waited_now.saturating_sub(waited_before);
+                    waited_before = waited_now;
+                    let by = woke.saturating_sub(TICK).saturating_sub(waited);
+                    late.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push((Instant::now(), by));
+                }
+            })
+        };
+        let thread = receiver.recv().expect("the probe's thread id");
+        Self {
+            late,
+            stop,
+            thread,
+            handle: Some(handle),
+        }
+    }
+
+    /// The probe's thread, to leave out of a [`Busy`] reading.
+    pub fn thread(&self) -> i32 {
+        self.thread
+    }
+
+    /// The longest the machine held a timer back between `from` and `to`
+    /// (and the next wake-up after `to`, which saw a hold that began
+    /// before it).
+    pub fn worst(&self, from: Instant, to: Instant) -> Duration {
+        let late = self.late.lock().unwrap_or_else(PoisonError::into_inner);
+        let after = late
+            .iter()
+            .position(|&(at, _)| at > to)
+            .map_or(late.len(), |i| i + 1);
+        late[..after]
+            .iter()
+            .filter(|&&(at, _)| at >= from)
+            .map(|&(_, by)| by)
+            .max()
+            .unwrap_or_default()
+    }
+}
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// The calling thread's time in the run queue so far.
+fn run_delay() -> Duration {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|line| line.split_whitespace().nth(1)?.parse().ok())
+        .map_or(Duration::ZERO, Duration::from_nanos)
+}
