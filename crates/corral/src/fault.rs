@@ -17,7 +17,7 @@
 //! | `nsdelegate` | the cgroup v2 mount counts as mounted with `nsdelegate`, so the leader gets its own cgroup namespace (the kernel's refusal to let it out needs the real option) |
 //!
 //! Each name is checked at exactly one place (`sys::pidfd_open`, the cgroup
-//! backend's `parent_dir` and `delegates_namespaces`, `launch::launch`, `fault::after_launch`, `fault::leader_reaped_first`,
+//! backend's `parent_dir` and `delegates_namespaces`, `launch::launch`, `fault::after_launch`, `supervise::open_leader`,
 //! `watchdog::Client::restart`), so
 //! a fault changes what the kernel appears to offer and nothing else. The
 //! tests are in `crates/corral-tests/tests/faults.rs` (`nsdelegate` and
@@ -65,21 +65,4 @@ pub(crate) fn after_launch() -> Result<(), crate::error::Error> {
         what: "an injected fault after the leader started",
         source: std::io::Error::other("injected (fail-after-launch)"),
     })
-}
-
-/// The `leader-reaped-first` fault: waits (up to 10 s) until the leader
-/// behind `pidfd` has exited and its `/proc` entry (`proc_pid`) is gone,
-/// reaped by something else; nothing without the fault.
-pub(crate) fn leader_reaped_first(pidfd: std::os::fd::BorrowedFd<'_>, proc_pid: i32) {
-    if !active("leader-reaped-first") {
-        return;
-    }
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let reaped = || {
-        crate::sys::pidfd_exited(pidfd)
-            && !std::path::Path::new(&format!("/proc/{proc_pid}")).exists()
-    };
-    while !reaped() && std::time::Instant::now() < until {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
 }

@@ -36,9 +36,9 @@ mod tree;
 mod walker;
 
 pub use cgroup::PARENT_VARIABLE as CGROUP_PARENT_VARIABLE;
-pub(crate) use mark::{VARIABLE as MARK_VARIABLE, value as mark_value};
 pub(crate) use controllers::{Applied as AppliedLimits, online_cpus};
 pub(crate) use leader::Leader;
+pub(crate) use mark::{VARIABLE as MARK_VARIABLE, value as mark_value};
 pub(crate) use nested::recognise as recognise_nested;
 pub(crate) use recorded::{Ended, Named, Rebuilt, is_corral_leaf, rebuild, running_members};
 pub(crate) use registry::is_exempt;

@@ -367,7 +367,17 @@ fn open_leader(pid: i32, pidfd: OwnedFd) -> Result<Leader, Error> {
             .flatten()
             .unwrap_or(pid)
     };
-    crate::fault::leader_reaped_first(pidfd.as_fd(), proc_pid);
+    if crate::fault::active("leader-reaped-first") {
+        // Held until something else reaped the leader (up to 10 s).
+        let until = Instant::now() + Duration::from_secs(10);
+        let reaped = || {
+            sys::pidfd_exited(pidfd.as_fd())
+                && !std::path::Path::new(&format!("/proc/{proc_pid}")).exists()
+        };
+        while !reaped() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
     let start_time = match identity::read_stat(proc_pid) {
         Ok(stat) => stat.start_time,
         // Exited and already reaped by something else of the host (a
