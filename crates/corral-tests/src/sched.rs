@@ -119,7 +119,7 @@ pub fn idle_of_both(before: (&Busy, &Busy), after: (&Busy, &Busy)) -> Duration {
 /// How often a [`Held`] probe wakes.
 const TICK: Duration = Duration::from_millis(10);
 
-/// A thread that sleeps [`TICK`] at a time and notes how late it woke, less
+/// A thread that sleeps `TICK` (10 ms) at a time and notes how late it woke, less
 /// the time it waited in the run queue: how long the machine held a timer
 /// back, which no thread's `schedstat` counts. In the emulated guest (TCG)
 /// beside a loaded host, the host not running the guest's CPUs stops its
