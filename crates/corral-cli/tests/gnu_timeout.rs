@@ -129,6 +129,19 @@ fn a_stopped_command_gets_its_signal_at_the_time_limit() {
         &["-k", "60", "0.3", "sh", "-c", "kill -STOP $$; sleep 60"],
         124,
     );
+    // With --foreground too, where GNU sends no SIGCONT.
+    row(
+        &[
+            "--foreground",
+            "-k",
+            "60",
+            "0.3",
+            "sh",
+            "-c",
+            "kill -STOP $$; sleep 60",
+        ],
+        &[(Who::Timeout, 124), (Who::CorralRun, 124)],
+    );
 }
 
 #[test]
