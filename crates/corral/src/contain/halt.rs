@@ -16,7 +16,7 @@
 //!
 //! Used where a tree's processes are outside what the kernel can kill at
 //! once: members that moved themselves out of their leaf cgroup
-//! (`cgroup.rs`), and the leader's tree when a spawn fails after the fork
+//! (`cgroup/departed.rs`), and the leader's tree when a spawn fails after the fork
 //! (`supervise`).
 
 use std::{
