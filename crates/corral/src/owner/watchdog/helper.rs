@@ -12,7 +12,7 @@ use std::{
     path::PathBuf,
 };
 
-use super::Message;
+use super::protocol::Message;
 use crate::{
     ledger::{self, Identity, Record},
     signal::Signal,
