@@ -52,6 +52,8 @@
 //! - [`host`]: settings of a process dedicated to supervision.
 
 #![cfg(target_os = "linux")]
+// `unsafe` lives only in `sys`, each block with a `// SAFETY:` line.
+#![deny(unsafe_code)]
 
 pub mod backend;
 mod capabilities;
@@ -72,6 +74,7 @@ pub mod outcome;
 mod owner;
 pub mod signal;
 mod supervise;
+#[allow(unsafe_code)]
 mod sys;
 pub mod terminate;
 
