@@ -29,44 +29,48 @@
 //! ```
 //!
 //! # Layout
+//! Shared by the relay and the client:
 //! - [`frame`]: splitting the byte stream into lines, with a size cap.
 //! - [`message`]: what a line is (request, notification, response) or why
 //!   it is malformed.
+//!
+//! `wrap/`, the relay (its public modules and types are re-exported here):
+//! - `wrap`: the server process, the relay's end, the shutdown; `options`:
+//!   what it is asked to do ([`WrapOptions`]); `error`: why it could not
+//!   ([`Error`]); `stdio`: the relay process's own standard streams.
 //! - [`inflight`]: requests waiting for their response.
 //! - [`relay`]: the two pumps and their counters; [`notelimit`]: the rate
 //!   limit on their notes.
-//! - `wrap`: the server process, the relay's end, the shutdown; `stdio`:
-//!   the relay process's own standard streams.
-//! - [`client::rmcp`]: an `rmcp` transport whose server is an owned tree
-//!   (the swap for rmcp's `TokioChildProcess`).
+//! - `ending`: what ended the relay and what it did ([`Ending`],
+//!   [`WrapExit`]), plain data.
+//!
+//! Beside it:
+//! - [`client`]: the MCP client runtime; [`client::rmcp`]: an `rmcp`
+//!   transport whose server is an owned tree (the swap for rmcp's
+//!   `TokioChildProcess`).
+//! - [`serve`]: `corral mcp serve`, the command-running MCP server.
 //! - [`guard`]: `corral mcp guard`, every host's MCP server entries put
 //!   behind `corral mcp wrap` and back.
 //! - [`private_file`]: opening a file only the server's user or root could
 //!   have written (`corral mcp serve`'s token files and audit log).
-//! - [`ending`](Ending): what ended the relay and what it did ([`WrapExit`]),
-//!   plain data at the bottom of the crate.
 
 #![forbid(unsafe_code)]
 #![cfg(target_os = "linux")]
 
 pub mod client;
-mod ending;
-mod error;
 pub mod frame;
 pub mod guard;
-pub mod inflight;
 pub mod message;
-pub mod notelimit;
-mod options;
 pub mod private_file;
-pub mod relay;
 pub mod serve;
-mod stdio;
 mod tasks;
 mod wrap;
 
-pub use ending::{Durations, Ending, Leader, WrapExit, unanswered_message};
-pub use error::Error;
-pub use options::{DEFAULT_CLOSE_GRACE, DEFAULT_FINAL_BOUND, DEFAULT_KILL_AFTER, WrapOptions};
-pub use relay::{DirectionStats, RelayStats};
-pub use wrap::{wrap, wrap_with};
+pub use wrap::{
+    ending::{Durations, Ending, Leader, WrapExit, unanswered_message},
+    error::Error,
+    inflight, notelimit,
+    options::{DEFAULT_CLOSE_GRACE, DEFAULT_FINAL_BOUND, DEFAULT_KILL_AFTER, WrapOptions},
+    relay::{self, DirectionStats, RelayStats},
+    wrap, wrap_with,
+};

@@ -39,7 +39,7 @@ use ::rmcp::{
 use corral::{Backend, Child, ChildOutput, ChildStdin, Command, Finished, Input, Output};
 use tokio::sync::watch;
 
-use crate::{error::Error, options::DEFAULT_CLOSE_GRACE};
+use crate::wrap::{error::Error, options::DEFAULT_CLOSE_GRACE};
 
 /// An rmcp client transport over the standard streams of an MCP server that
 /// corral runs as an owned tree.

@@ -20,6 +20,21 @@
 //! Signals arrive as a [`SignalWatch`] the caller installed (a process
 //! dedicated to the relay hands over `SIGINT`, `SIGTERM`, `SIGHUP` and the
 //! parent's death; a library user may hand over an empty one).
+//!
+//! The relay's own files are beside this one: `options` (what it is asked
+//! to do), `relay` (the two pumps), `inflight` (requests waiting for their
+//! answer), `notelimit` (the rate of dropped-frame notes), `stdio` (this
+//! process's own streams), `ending` (what happened), `error` (why it could
+//! not start). Framing and classifying lines are the crate's, shared with
+//! the client.
+
+pub(crate) mod ending;
+pub(crate) mod error;
+pub mod inflight;
+pub mod notelimit;
+pub(crate) mod options;
+pub mod relay;
+mod stdio;
 
 use std::{future::Future, time::Duration};
 
@@ -30,14 +45,11 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::{
-    ending::{Durations, Ending, Leader, WrapExit, unanswered_message},
-    error::Error,
-    inflight::Side,
-    options::WrapOptions,
-    relay::{OnWriteError, PumpEnd, Shared, pump},
-    stdio,
-};
+use ending::{Durations, Ending, Leader, WrapExit, unanswered_message};
+use error::Error;
+use inflight::Side;
+use options::WrapOptions;
+use relay::{OnWriteError, PumpEnd, Shared, pump};
 
 /// How long the server's output is still read once its tree is gone (every
 /// writer is gone then, so end of file comes at once unless a survivor holds

@@ -22,7 +22,7 @@ use std::{
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::Error;
+use super::error::Error;
 
 /// The client's side: what it writes to us.
 pub type ClientInput = Box<dyn AsyncRead + Send + Unpin>;

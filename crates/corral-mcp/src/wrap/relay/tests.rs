@@ -343,7 +343,7 @@ async fn a_flood_of_malformed_frames_gives_a_bounded_number_of_notes() {
     assert_eq!(shared.stats().server_to_client.dropped, 5000);
     let notes = notes.lock().unwrap_or_else(PoisonError::into_inner).clone();
     assert!(
-        notes.len() <= 2 * crate::notelimit::NOTES_PER_SECOND as usize + 2,
+        notes.len() <= 2 * crate::wrap::notelimit::NOTES_PER_SECOND as usize + 2,
         "{} notes",
         notes.len()
     );
@@ -353,7 +353,7 @@ async fn a_flood_of_malformed_frames_gives_a_bounded_number_of_notes() {
 /// the in-flight table past its cap; the newest requests stay tracked.
 #[tokio::test]
 async fn the_in_flight_table_is_capped() {
-    let flood = crate::inflight::MAX_IN_FLIGHT + 500;
+    let flood = crate::wrap::inflight::MAX_IN_FLIGHT + 500;
     let mut input = String::new();
     for id in 0..flood {
         input.push_str(&format!(
@@ -365,11 +365,12 @@ async fn the_in_flight_table_is_capped() {
     assert_eq!(out.len(), input.len(), "every request is forwarded");
     assert_eq!(
         shared.in_flight(Side::Client),
-        crate::inflight::MAX_IN_FLIGHT
+        crate::wrap::inflight::MAX_IN_FLIGHT
     );
     let notes = notes.lock().unwrap_or_else(PoisonError::into_inner).clone();
     assert!(
-        !notes.is_empty() && notes.len() <= 2 * crate::notelimit::NOTES_PER_SECOND as usize + 2
+        !notes.is_empty()
+            && notes.len() <= 2 * crate::wrap::notelimit::NOTES_PER_SECOND as usize + 2
     );
     assert!(notes[0].contains("forgot the oldest"), "{}", notes[0]);
 }

@@ -17,11 +17,13 @@ use tokio::{
     sync::Notify,
 };
 
+use super::{
+    inflight::{InFlight, MAX_IN_FLIGHT, Matched, Side},
+    notelimit::{Admit, NoteLimit},
+};
 use crate::{
     frame::{Framer, Piece, READ_CHUNK},
-    inflight::{InFlight, MAX_IN_FLIGHT, Matched, Side},
     message::{self, Id, Malformed, Message},
-    notelimit::{Admit, NoteLimit},
 };
 
 /// The JSON-RPC error code of the relay's own answers: the TypeScript SDK's

@@ -8,7 +8,7 @@ use std::time::Duration;
 use corral::{Finished, Outcome, Signal};
 use serde::Serialize;
 
-use crate::relay::RelayStats;
+use super::relay::RelayStats;
 
 /// What ended the relay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
