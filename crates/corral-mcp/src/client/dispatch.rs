@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::core::{Core, Reply, bump};
+use super::shared::{Core, Reply, bump};
 use crate::message::{Id, Malformed, Message, classify};
 
 /// JSON-RPC "method not found".

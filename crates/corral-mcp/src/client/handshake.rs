@@ -30,9 +30,9 @@ use rmcp::model::{
 use serde_json::{Map, Value, json};
 
 use super::{
-    core::Core,
     options::{CallOptions, ConnectOptions},
     outcome::CallError,
+    shared::Core,
 };
 
 /// The version of the discovery era this client speaks.

@@ -43,12 +43,12 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    core::{Core, Outbound, Reply, bump, lock},
     dispatch::{cancelled_notification, dispatch},
-    lines::{ReaderEnd, WriterEnd},
     options::{HTTP_ANSWERS_IN_FLIGHT, HTTP_IDLE_CONNECTIONS, HttpOptions},
     outcome::ConnectError,
+    shared::{Core, Outbound, Reply, bump, lock},
     sse::{Item, Parser},
+    stdio::{ReaderEnd, WriterEnd},
 };
 use crate::message::Id;
 use crate::tasks::{self, TaskCount};

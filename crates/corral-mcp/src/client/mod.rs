@@ -13,9 +13,10 @@
 //!
 //! # Layout
 //! - `options`, `outcome`: plain data (what is allowed, what happened).
-//! - `core`: the state a connection's handles, writer and reader share;
-//!   `dispatch`: what one incoming frame does; `lines`: the stdio wire;
-//!   `http`: the streamable HTTP wire, `sse`: its event-stream parser.
+//! - `shared`: the state a connection's handles, writer and reader share
+//!   (its `Core`); `dispatch`: what one incoming frame does.
+//! - `stdio`: the stdio wire; `http`: the streamable HTTP wire, `sse`: its
+//!   event-stream parser.
 //! - `handshake`: `server/discover` with fallback to `initialize`.
 //! - `connection`: the supervisor and the teardown; `manager`: names and
 //!   reconnects. The count of live tasks is the crate's `tasks`.
@@ -23,20 +24,19 @@
 //!   users of the `rmcp` client.
 
 mod connection;
-mod core;
 mod dispatch;
 mod handshake;
 mod http;
-mod lines;
 mod manager;
 mod options;
 mod outcome;
 pub mod rmcp;
+mod shared;
 mod sse;
+mod stdio;
 
 pub use crate::tasks::{TaskCount, live_tasks};
 pub use connection::{Connection, RequestId, Teardown};
-pub use core::ReadStats;
 pub use handshake::{Era, LEGACY, MODERN, PeerInfo};
 pub use manager::{Manager, Server};
 pub use options::{
@@ -46,3 +46,4 @@ pub use options::{
     HTTP_IDLE_CONNECTIONS, HttpOptions, Reconnect,
 };
 pub use outcome::{CallError, ConnectError, Ended};
+pub use shared::ReadStats;

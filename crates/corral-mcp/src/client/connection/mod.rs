@@ -36,10 +36,10 @@ use tokio::{
 };
 
 use super::{
-    core::{Core, ReadStats},
     handshake::PeerInfo,
     options::{CallOptions, ConnectOptions, HttpOptions},
     outcome::{CallError, ConnectError, Ended},
+    shared::{Core, ReadStats},
 };
 use crate::message::Id;
 

@@ -16,12 +16,12 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{
-    core::{Core, ReadStats, lock},
     handshake::{PeerInfo, handshake},
     http::{self, Endpoint},
-    lines::{self, ReaderEnd, WriterEnd},
     options::{ConnectOptions, HttpOptions},
     outcome::{ConnectError, Ended},
+    shared::{Core, ReadStats, lock},
+    stdio::{self, ReaderEnd, WriterEnd},
 };
 
 use super::{
@@ -252,11 +252,11 @@ async fn supervise(
             let (input, output, stderr, tree, pid) = *wire;
             let writer = tasks::spawn(
                 &tasks,
-                lines::write(core.clone(), queue, output, stop_writer.clone()),
+                stdio::write(core.clone(), queue, output, stop_writer.clone()),
             );
             let reader = tasks::spawn(
                 &tasks,
-                lines::read(core.clone(), input, stderr, options.max_frame_bytes),
+                stdio::read(core.clone(), input, stderr, options.max_frame_bytes),
             );
             (writer, reader, tree, pid, None)
         }

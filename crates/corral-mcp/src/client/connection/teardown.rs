@@ -11,11 +11,11 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{
-    core::{Core, ReadStats},
     http::Endpoint,
-    lines::{ReaderEnd, WriterEnd},
     options::ConnectOptions,
     outcome::Ended,
+    shared::{Core, ReadStats},
+    stdio::{ReaderEnd, WriterEnd},
 };
 
 /// How long the server's output is still read once its tree is gone (every

@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::*;
-use crate::client::{core::Outbound, options::CallOptions};
+use crate::client::{options::CallOptions, shared::Outbound};
 
 fn core() -> (Arc<Core>, mpsc::Receiver<Outbound>) {
     Core::new(8, 8, 64)

@@ -27,9 +27,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     connection::{Connection, Launch, OnEnd, Owner, Teardown, open},
-    core::lock,
     options::{CallOptions, ConnectOptions, HttpOptions},
     outcome::{CallError, ConnectError, Ended},
+    shared::lock,
 };
 use crate::tasks::TaskCount;
 

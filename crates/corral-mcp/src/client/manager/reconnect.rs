@@ -23,9 +23,9 @@ use tokio::time::sleep;
 use super::{Manager, Server, State};
 use crate::client::{
     connection::Connection,
-    core::lock,
     options::{ConnectOptions, Reconnect},
     outcome::{ConnectError, Ended},
+    shared::lock,
 };
 
 /// What `live` found for a name.

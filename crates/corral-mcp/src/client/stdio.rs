@@ -13,8 +13,8 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    core::{Core, Outbound, lock},
     dispatch::{cancelled_notification, dispatch},
+    shared::{Core, Outbound, lock},
 };
 use crate::frame::{Framer, Piece};
 
@@ -143,7 +143,7 @@ fn take(core: &Core, piece: &Piece<'_>) {
         Piece::Line(line) => dispatch(core, line),
         Piece::TooLong { len } => {
             tracing::debug!(len, "dropped an over-long frame from the server");
-            super::core::bump(&core.counters.too_long);
+            super::shared::bump(&core.counters.too_long);
         }
     }
 }
