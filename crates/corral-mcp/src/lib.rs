@@ -18,7 +18,7 @@
 //! report.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), corral_mcp::Error> {
+//! # async fn demo() -> Result<(), corral_mcp::WrapError> {
 //! let options = corral_mcp::WrapOptions::new(["npx", "-y", "@modelcontextprotocol/server-everything"]);
 //! // The signals that shut the server down (none here).
 //! let signals = corral::host::SignalWatch::default();
@@ -37,7 +37,7 @@
 //! `wrap/`, the relay (its public modules and types are re-exported here):
 //! - `wrap`: the server process, the relay's end, the shutdown; `options`:
 //!   what it is asked to do ([`WrapOptions`]); `error`: why it could not
-//!   ([`Error`]); `stdio`: the relay process's own standard streams.
+//!   ([`WrapError`]); `stdio`: the relay process's own standard streams.
 //! - [`inflight`]: requests waiting for their response.
 //! - [`relay`]: the two pumps and their counters; [`notelimit`]: the rate
 //!   limit on their notes.
@@ -68,7 +68,7 @@ mod wrap;
 
 pub use wrap::{
     ending::{Durations, Ending, Leader, WrapExit, unanswered_message},
-    error::Error,
+    error::WrapError,
     inflight, notelimit,
     options::{DEFAULT_CLOSE_GRACE, DEFAULT_FINAL_BOUND, DEFAULT_KILL_AFTER, WrapOptions},
     relay::{self, DirectionStats, RelayStats},

@@ -98,9 +98,9 @@ async fn relay(args: WrapArgs, parent: i32, sink: Option<Sink>) -> anyhow::Resul
 }
 
 /// The exit status of a relay that failed.
-fn status_of(error: &corral_mcp::Error) -> Status {
+fn status_of(error: &corral_mcp::WrapError) -> Status {
     match error {
-        corral_mcp::Error::Spawn(error) => Status::of_spawn_error(error),
+        corral_mcp::WrapError::Spawn(error) => Status::of_spawn_error(error),
         _ => Status::Failed,
     }
 }
@@ -112,7 +112,7 @@ mod tests {
     #[test]
     fn relay_errors_map_to_their_rows() {
         let spawn = |failure| {
-            corral_mcp::Error::Spawn(corral::Error::Spawn {
+            corral_mcp::WrapError::Spawn(corral::Error::Spawn {
                 program: "x".into(),
                 failure,
                 source: std::io::ErrorKind::NotFound.into(),
@@ -127,6 +127,6 @@ mod tests {
             126
         );
         assert_eq!(status_of(&spawn(corral::SpawnFailure::Other)).code(), 125);
-        assert_eq!(status_of(&corral_mcp::Error::NoCommand).code(), 125);
+        assert_eq!(status_of(&corral_mcp::WrapError::NoCommand).code(), 125);
     }
 }

@@ -39,7 +39,7 @@ use ::rmcp::{
 use corral::{Backend, Child, ChildOutput, ChildStdin, Command, Finished, Input, Output};
 use tokio::sync::watch;
 
-use crate::wrap::{error::Error, options::DEFAULT_CLOSE_GRACE};
+use crate::wrap::{error::WrapError, options::DEFAULT_CLOSE_GRACE};
 
 /// An rmcp client transport over the standard streams of an MCP server that
 /// corral runs as an owned tree.
@@ -98,9 +98,9 @@ impl CorralProcess {
     /// limit, leftovers) applies unchanged.
     ///
     /// # Errors
-    /// [`Error::Spawn`] if the command cannot be started (nothing is left
+    /// [`WrapError::Spawn`] if the command cannot be started (nothing is left
     /// running).
-    pub async fn new(command: Command) -> Result<Self, Error> {
+    pub async fn new(command: Command) -> Result<Self, WrapError> {
         let (process, _stderr) = Self::builder(command).spawn().await?;
         Ok(process)
     }
@@ -208,9 +208,9 @@ impl CorralProcessBuilder {
     /// [`Output::Piped`] standard error, its reader.
     ///
     /// # Errors
-    /// [`Error::Spawn`] if the command cannot be started (nothing is left
+    /// [`WrapError::Spawn`] if the command cannot be started (nothing is left
     /// running).
-    pub async fn spawn(self) -> Result<(CorralProcess, Option<ChildOutput>), Error> {
+    pub async fn spawn(self) -> Result<(CorralProcess, Option<ChildOutput>), WrapError> {
         let mut child = self
             .command
             .stdin(Input::Piped)
@@ -218,10 +218,10 @@ impl CorralProcessBuilder {
             .stderr(self.stderr)
             .spawn()
             .await
-            .map_err(Error::Spawn)?;
+            .map_err(WrapError::Spawn)?;
         let (Some(stdin), Some(stdout)) = (child.take_stdin(), child.take_stdout()) else {
             // Unreachable with piped stdio; the dropped child is terminated.
-            return Err(Error::Setup {
+            return Err(WrapError::Setup {
                 what: "the MCP server's pipes were not set up",
                 source: std::io::ErrorKind::BrokenPipe.into(),
             });

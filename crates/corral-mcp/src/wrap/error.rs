@@ -2,10 +2,12 @@ use std::io;
 
 /// Errors of [`wrap`](crate::wrap). The front end maps them to an exit
 /// status (`corral mcp wrap`: 127 / 126 for a server command that is not
-/// found / not executable, 125 for everything else).
+/// found / not executable, 125 for everything else). Starting the server of
+/// an rmcp [`CorralProcess`](crate::client::rmcp::CorralProcess) fails with
+/// the same `Spawn` and `Setup`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum WrapError {
     /// No server command was given.
     #[error(
         "no MCP server command given: put it after `--`, e.g. \

@@ -46,7 +46,7 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use ending::{Durations, Ending, Leader, WrapExit, unanswered_message};
-use error::Error;
+use error::WrapError;
 use inflight::Side;
 use options::WrapOptions;
 use relay::{OnWriteError, PumpEnd, Shared, pump};
@@ -63,8 +63,8 @@ const ANSWER_BOUND: Duration = Duration::from_secs(1);
 /// output. A signal from `signals` shuts the server down.
 ///
 /// # Errors
-/// See [`Error`]; nothing of the server is left running after one.
-pub async fn wrap(options: WrapOptions, signals: SignalWatch) -> Result<WrapExit, Error> {
+/// See [`WrapError`]; nothing of the server is left running after one.
+pub async fn wrap(options: WrapOptions, signals: SignalWatch) -> Result<WrapExit, WrapError> {
     let (input, output) = stdio::open()?;
     run(&options, signals, input, output).await
 }
@@ -79,7 +79,7 @@ pub async fn wrap_with<I, O>(
     signals: SignalWatch,
     input: I,
     output: O,
-) -> Result<WrapExit, Error>
+) -> Result<WrapExit, WrapError>
 where
     I: AsyncRead + Unpin,
     O: AsyncWrite + Unpin,
@@ -100,13 +100,13 @@ async fn run<I, O>(
     mut signals: SignalWatch,
     mut input: I,
     mut output: O,
-) -> Result<WrapExit, Error>
+) -> Result<WrapExit, WrapError>
 where
     I: AsyncRead + Unpin,
     O: AsyncWrite + Unpin,
 {
     let started = Instant::now();
-    let (program, args) = options.command.split_first().ok_or(Error::NoCommand)?;
+    let (program, args) = options.command.split_first().ok_or(WrapError::NoCommand)?;
     let cancel = CancellationToken::new();
     let mut child = corral::Command::new(program)
         .args(args)
@@ -120,7 +120,7 @@ where
         .cancel_on(cancel.clone())
         .spawn()
         .await
-        .map_err(Error::Spawn)?;
+        .map_err(WrapError::Spawn)?;
     let spawned = Instant::now();
     let pid = child.id();
     // The leader is unreaped until `wait` returns, so this is its identity.
@@ -129,7 +129,7 @@ where
     let pipes = (child.take_stdin(), child.take_stdout());
     let (Some(mut server_in), Some(mut server_out)) = pipes else {
         // Unreachable with piped stdio; the dropped child is terminated.
-        return Err(Error::Setup {
+        return Err(WrapError::Setup {
             what: "the server's pipes were not set up",
             source: std::io::ErrorKind::BrokenPipe.into(),
         });
@@ -175,7 +175,7 @@ where
             Ending::Interrupted
         }
         result = &mut wait => {
-            finished = Some(result.map_err(Error::Supervise)?);
+            finished = Some(result.map_err(WrapError::Supervise)?);
             Ending::ServerExited
         }
         end = running(&mut to_server) => {
@@ -214,7 +214,7 @@ where
             loop {
                 tokio::select! {
                     biased;
-                    result = &mut wait => break result.map_err(Error::Supervise)?,
+                    result = &mut wait => break result.map_err(WrapError::Supervise)?,
                     signal = signals.recv(), if !terminating => {
                         received.get_or_insert(signal);
                         tracing::info!(%signal, "shutdown: received a signal, ending the tree now");

@@ -22,7 +22,7 @@ use std::{
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::error::Error;
+use super::error::WrapError;
 
 /// The client's side: what it writes to us.
 pub type ClientInput = Box<dyn AsyncRead + Send + Unpin>;
@@ -52,9 +52,9 @@ fn describe(fd: impl AsFd) -> io::Result<(OwnedFd, Kind, (u64, u64))> {
 /// Opens standard input and output.
 ///
 /// # Errors
-/// [`Error::Setup`] if a stream cannot be registered with the runtime.
-pub fn open() -> Result<(ClientInput, ClientOutput), Error> {
-    let setup = |what| move |source| Error::Setup { what, source };
+/// [`WrapError::Setup`] if a stream cannot be registered with the runtime.
+pub fn open() -> Result<(ClientInput, ClientOutput), WrapError> {
+    let setup = |what| move |source| WrapError::Setup { what, source };
     let input: ClientInput = match describe(io::stdin()) {
         Ok((fd, Kind::Pipe, _)) => Box::new(
             tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
