@@ -14,7 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use corral::{Backend, BackendChoice, Input, Outcome, Output};
+use corral::{Backend, BackendChoice, Outcome, Stdio};
 use corral_mcp::serve::{CallContext, CorralServer, Runner, ServeOptions};
 use corral_tests::bench::{
     Knobs, corral_backends, machine_line, median, ms, ms_f64, p90, ratio, run_checked, timing_row,
@@ -85,12 +85,11 @@ fn check_structured(structured: Option<&Value>) -> Result<(), String> {
 async fn direct(backend: Backend) -> Result<(), String> {
     let mut child = corral::Command::new("true")
         .backend(BackendChoice::Only(backend))
-        .stdin(Input::Piped)
-        .stdout(Output::Piped)
-        .stderr(Output::Piped)
+        .stdin(Stdio::Piped)
+        .stdout(Stdio::Piped)
+        .stderr(Stdio::Piped)
         .timeout(corral_mcp::serve::DEFAULT_TIMEOUT)
         .spawn()
-        .await
         .map_err(|e| e.to_string())?;
     drop(child.take_stdin());
     let (mut stdout, mut stderr) = (child.take_stdout(), child.take_stderr());

@@ -20,11 +20,12 @@ use serde_json::{Map, Value, json};
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let peers = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp-peers");
-    let everything = corral::Command::new("node")
+    let mut everything = corral::Command::new("node");
+    everything
         .arg(peers.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js"))
         .arg("stdio");
-    let fixture = corral::Command::new(peers.join("../../.venv-mcp/bin/python"))
-        .arg(peers.join("fixture_server.py"));
+    let mut fixture = corral::Command::new(peers.join("../../.venv-mcp/bin/python"));
+    fixture.arg(peers.join("fixture_server.py"));
 
     let manager = Manager::new();
     for (name, command) in [("everything", everything), ("fixture", fixture)] {

@@ -39,7 +39,7 @@ use std::{
 };
 
 use bare_kill::{WAIT_BOUND, read_ready};
-use corral::{Input, Outcome, Output};
+use corral::Outcome;
 use corral_tests::{
     Guard,
     bench::{Knobs, machine_line, median, ms, ms_f64, p90, ratio, timing_row},
@@ -121,12 +121,11 @@ fn own_zombies() -> usize {
 
 async fn spawn_corral() -> Result<Value, String> {
     let started = Instant::now();
-    let child = corral::Command::new(PROGRAM)
-        .stdin(Input::Null)
-        .stdout(Output::Null)
-        .stderr(Output::Null)
+    let mut child = corral::Command::new(PROGRAM)
+        .stdin(corral::Stdio::Null)
+        .stdout(corral::Stdio::Null)
+        .stderr(corral::Stdio::Null)
         .spawn()
-        .await
         .map_err(|e| format!("corral spawn: {e}"))?;
     let backend = child.backend();
     let finished = child
@@ -205,11 +204,10 @@ async fn kill_corral(fixture: &Path) -> Result<Value, String> {
         .args(["tree-ignore".to_owned(), N.to_string()])
         .grace(Duration::ZERO)
         .final_bound(FINAL_BOUND)
-        .stdin(Input::Null)
-        .stdout(Output::Piped)
-        .stderr(Output::Inherit)
+        .stdin(corral::Stdio::Null)
+        .stdout(corral::Stdio::Piped)
+        .stderr(corral::Stdio::Inherit)
         .spawn()
-        .await
         .map_err(|e| format!("spawn: {e}"))?;
     let backend = child.backend();
     let stdout = child.take_stdout().ok_or("no stdout pipe")?;

@@ -41,7 +41,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use corral::{Backend, BackendChoice, Input, Outcome, Output};
+use corral::{Backend, BackendChoice, Outcome};
 use corral_tests::{
     Guard, Proc,
     bench::{Knobs, machine_line, median, ms, ms_f64, p90, ratio, write_results},
@@ -179,14 +179,13 @@ async fn spawn_to_exit(fixture: &Path, n: usize, contender: Contender) -> Result
     let started = Instant::now();
     match contender {
         Contender::Corral(backend) => {
-            let child = corral::Command::new(fixture)
+            let mut child = corral::Command::new(fixture)
                 .args(args)
                 .backend(BackendChoice::Only(backend))
-                .stdin(Input::Null)
-                .stdout(Output::Null)
-                .stderr(Output::Inherit)
+                .stdin(corral::Stdio::Null)
+                .stdout(corral::Stdio::Null)
+                .stderr(corral::Stdio::Inherit)
                 .spawn()
-                .await
                 .map_err(|e| format!("spawn: {e}"))?;
             // A timeout drops the child, which terminates the tree.
             let finished = tokio::time::timeout(ONE_BOUND, child.wait())
@@ -197,7 +196,7 @@ async fn spawn_to_exit(fixture: &Path, n: usize, contender: Contender) -> Result
             if finished.outcome != (Outcome::Exited { code: 0 }) {
                 return Err(format!("outcome {:?}", finished.outcome));
             }
-            if finished.report.cgroup_left {
+            if finished.report.cgroup_not_removed {
                 return Err(format!("left its cgroup {:?}", finished.report.cgroup));
             }
             Ok(Sample::exited(took, Some(finished.report.survivors.len())))
@@ -263,11 +262,10 @@ async fn deadline_to_empty(
                 .timeout(limit)
                 .grace(GRACE)
                 .final_bound(Duration::from_secs(10))
-                .stdin(Input::Null)
-                .stdout(Output::Piped)
-                .stderr(Output::Inherit)
+                .stdin(corral::Stdio::Null)
+                .stdout(corral::Stdio::Piped)
+                .stderr(corral::Stdio::Inherit)
                 .spawn()
-                .await
                 .map_err(|e| format!("spawn: {e}"))?;
             let stdout = child.take_stdout().ok_or("no stdout pipe")?;
             // If anything below fails, dropping `child` terminates the tree
@@ -283,7 +281,7 @@ async fn deadline_to_empty(
             if finished.outcome != Outcome::TimedOut {
                 return Err(format!("outcome {:?}", finished.outcome));
             }
-            if finished.report.cgroup_left {
+            if finished.report.cgroup_not_removed {
                 return Err(format!("left its cgroup {:?}", finished.report.cgroup));
             }
             let reported = Some(finished.report.survivors.len());

@@ -31,7 +31,7 @@ use std::{
 };
 
 use bare_kill::{WAIT_BOUND, read_ready};
-use corral::{Backend, BackendChoice, Input, Output};
+use corral::{Backend, BackendChoice};
 use corral_tests::{
     Guard, Proc,
     bench::{Knobs, machine_line, median, ms, p90, ratio},
@@ -135,11 +135,10 @@ async fn run_corral(fixture: &PathBuf, n: usize, backend: Backend) -> Result<Sam
         .backend(BackendChoice::Only(backend))
         .grace(Duration::ZERO)
         .final_bound(FINAL_BOUND)
-        .stdin(Input::Null)
-        .stdout(Output::Piped)
-        .stderr(Output::Inherit)
+        .stdin(corral::Stdio::Null)
+        .stdout(corral::Stdio::Piped)
+        .stderr(corral::Stdio::Inherit)
         .spawn()
-        .await
         .map_err(|e| format!("spawn: {e}"))?;
     let stdout = child.take_stdout().ok_or("no stdout pipe")?;
     // If anything below fails, dropping `child` terminates the tree and the
@@ -162,7 +161,7 @@ async fn run_corral(fixture: &PathBuf, n: usize, backend: Backend) -> Result<Sam
     let wall = started.elapsed();
     let alive_at_return = count_alive(&guard.procs);
     let (alive_after_settle, setsid_alive) = settle_and_count(&guard.procs).await;
-    if finished.report.cgroup_left {
+    if finished.report.cgroup_not_removed {
         eprintln!(
             "  WARNING: corral left its cgroup {:?}",
             finished.report.cgroup

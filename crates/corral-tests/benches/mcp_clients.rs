@@ -50,7 +50,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use corral::Output;
 use corral_mcp::client::{CallOptions, ConnectOptions, Manager, Server, rmcp::CorralProcess};
 use corral_tests::{
     Guard, Proc, Scratch,
@@ -296,10 +295,9 @@ where
 
 /// The fixture as a corral command.
 fn corral_fixture(peers: &Peers, pids: &Path) -> corral::Command {
-    corral::Command::new(&peers.python)
-        .arg(peers.server())
-        .env(PIDS_ENV, pids)
-        .grace(GRACE)
+    let mut command = corral::Command::new(&peers.python);
+    command.arg(peers.server()).env(PIDS_ENV, pids).grace(GRACE);
+    command
 }
 
 /// Runs `client` once against a fresh fixture; returns the close time.
@@ -338,9 +336,8 @@ async fn drive(client: Client, peers: &Peers, dir: &Scratch) -> Result<Duration,
         }
         Client::RmcpCorralProcess => {
             let (transport, _) = CorralProcess::builder(corral_fixture(peers, &pids))
-                .stderr(Output::Null)
+                .stderr(corral::Stdio::Null)
                 .spawn()
-                .await
                 .map_err(|e| format!("spawning the fixture: {e}"))?;
             rmcp_client(transport).await
         }

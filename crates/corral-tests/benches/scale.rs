@@ -92,19 +92,18 @@ async fn run_backend(backend: Backend, trees: usize, idle: Duration) -> Result<R
     let mut handles = Vec::with_capacity(trees);
     let mut started: Vec<Proc> = Vec::new();
     for _ in 0..trees {
-        let child = Command::new("sh")
+        let mut child = Command::new("sh")
             .args(["-c", "sleep 1000 & exec sleep 1000"])
             .backend(BackendChoice::Only(backend))
             .timeout(deadline.saturating_duration_since(Instant::now()))
             .grace(Duration::from_secs(2))
             .final_bound(Duration::from_secs(2))
             .spawn()
-            .await
             .map_err(|e| format!("spawn on {backend}: {e}"))?;
         if let Some(id) = identity(child.id()) {
             started.push(id);
         }
-        handles.push(tokio::spawn(child.wait()));
+        handles.push(tokio::spawn(async move { child.wait().await }));
     }
     let spawn_secs = spawn_started.elapsed().as_secs_f64();
     // Let every tree reach its steady state (the escapee forked, the first

@@ -27,7 +27,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use corral::{Backend, BackendChoice, Input, Outcome, Output};
+use corral::{Backend, BackendChoice, Outcome};
 use corral_tests::bench::{
     Knobs, leaf_parent, machine_line, median, ms, p90, ratio, timing_row, write_results,
 };
@@ -125,13 +125,12 @@ impl Bench {
                 }
             }
             Contender::Corral(backend) => {
-                let child = corral::Command::new(PROGRAM)
+                let mut child = corral::Command::new(PROGRAM)
                     .backend(BackendChoice::Only(backend))
-                    .stdin(Input::Null)
-                    .stdout(Output::Null)
-                    .stderr(Output::Null)
+                    .stdin(corral::Stdio::Null)
+                    .stdout(corral::Stdio::Null)
+                    .stderr(corral::Stdio::Null)
                     .spawn()
-                    .await
                     .map_err(|e| format!("corral {backend}: {e}"))?;
                 // A timeout drops the child, which terminates the tree.
                 let finished = tokio::time::timeout(ONE_BOUND, child.wait())
@@ -141,7 +140,7 @@ impl Bench {
                 if finished.outcome != (Outcome::Exited { code: 0 }) {
                     return Err(format!("corral {backend}: {:?}", finished.outcome));
                 }
-                if !finished.report.survivors.is_empty() || finished.report.cgroup_left {
+                if !finished.report.survivors.is_empty() || finished.report.cgroup_not_removed {
                     return Err(format!("corral {backend}: {:?}", finished.report));
                 }
             }

@@ -16,7 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use corral::{Backend, BackendChoice, Input, Output};
+use corral::{Backend, BackendChoice};
 use corral_tests::bench::{
     Knobs, machine_line, median, ms, ms_f64, p90, ratio, timing_row, write_results,
 };
@@ -47,15 +47,14 @@ fn target_dir() -> PathBuf {
 
 async fn spawn_true(guard: Guard) -> Result<Duration, String> {
     let started = Instant::now();
-    let child = corral::Command::new("/bin/true")
+    let mut child = corral::Command::new("/bin/true")
         .backend(BackendChoice::Only(Backend::Cgroup))
-        .stdin(Input::Null)
-        .stdout(Output::Null)
-        .stderr(Output::Null)
+        .stdin(corral::Stdio::Null)
+        .stdout(corral::Stdio::Null)
+        .stderr(corral::Stdio::Null)
         .ledger(guard != Guard::Off)
         .watchdog(guard == Guard::LedgerAndWatchdog)
         .spawn()
-        .await
         .map_err(|e| e.to_string())?;
     let finished = child.wait().await.map_err(|e| e.to_string())?;
     if finished.outcome != (corral::Outcome::Exited { code: 0 }) {

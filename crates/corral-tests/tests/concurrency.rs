@@ -27,7 +27,7 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
-use corral::{Backend, BackendChoice, Command, Error, Finished, Leftovers, Outcome, Output};
+use corral::{Backend, BackendChoice, Command, Error, Finished, Leftovers, Outcome, Stdio};
 use corral_tests::{Proc, Scratch, kill_leftovers, wait_until_async};
 use tokio_util::sync::CancellationToken;
 
@@ -154,24 +154,25 @@ fn term_time(file: &Path) -> Option<SystemTime> {
 async fn run_tree(name: String, spec: Spec, file: PathBuf) -> Option<Ran> {
     let token = CancellationToken::new();
     let at = spec.end.at();
-    let mut command = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .arg("-c")
         .arg(spec.end.script())
         .arg("tree")
         .arg(&file)
-        .stdout(Output::Null)
-        .stderr(Output::Null)
+        .stdout(Stdio::Null)
+        .stderr(Stdio::Null)
         .backend(spec.choice)
         .grace(Duration::from_millis(500))
         .final_bound(Duration::from_secs(1));
-    command = match spec.end {
+    match spec.end {
         End::Timeout(_) => command.timeout(at),
         End::Cancel(_) => command.cancel_on(token.clone()),
         _ => command.timeout(Duration::from_secs(20)),
     };
     let spawned_wall = SystemTime::now();
     let spawned = Instant::now();
-    let child = match command.spawn().await {
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(Error::BackendUnavailable { backend, reason }) => {
             println!("SKIPPED: tree {name}: backend {backend} is not available here: {reason}");
@@ -482,8 +483,8 @@ async fn released_leftover_outlives_a_subreaper_tree(backend: Backend) {
         .arg("( sh -c 'echo $$ > \"$0.pid\"; exec sleep 30' \"$1\" & ); sleep 0.5")
         .arg("tree")
         .arg(&file)
-        .stdout(Output::Null)
-        .stderr(Output::Null)
+        .stdout(Stdio::Null)
+        .stderr(Stdio::Null)
         .backend(BackendChoice::Only(backend))
         .leftovers(Leftovers::Release {
             drain: Duration::ZERO,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use corral::{Backend, BackendChoice, Command, Outcome, Output, Signal};
+use corral::{Backend, BackendChoice, Command, Outcome, Signal, Stdio};
 
 /// The backends this process can use (the subreaper one once claimed).
 fn backends() -> Vec<Backend> {
@@ -32,13 +32,12 @@ const TRAPPING: &str = "( trap 'echo child USR1' USR1; echo ready; while :; do s
 #[tokio::test(flavor = "current_thread")]
 async fn a_signal_passed_on_reaches_every_process_and_the_tree_runs_on() {
     for backend in backends() {
-        let child = Command::new("bash")
+        let mut child = Command::new("bash")
             .args(["-c", TRAPPING])
-            .stdout(Output::Capture)
+            .stdout(Stdio::Capture)
             .backend(BackendChoice::Only(backend))
             .grace(Duration::from_millis(300))
             .spawn()
-            .await
             .expect("spawn");
         let mut tap = child.stdout_tap().expect("captured");
         let ready = |b: &[u8]| String::from_utf8_lossy(b).matches("ready").count() == 2;
@@ -79,15 +78,14 @@ async fn a_signal_passed_on_reaches_every_process_and_the_tree_runs_on() {
 #[tokio::test(flavor = "current_thread")]
 async fn time_up_ends_the_tree_as_the_time_limit_does() {
     for backend in backends() {
-        let child = Command::new("bash")
+        let mut child = Command::new("bash")
             .args([
                 "-c",
                 "trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.05; done",
             ])
-            .stdout(Output::Capture)
+            .stdout(Stdio::Capture)
             .backend(BackendChoice::Only(backend))
             .spawn()
-            .await
             .expect("spawn");
         let mut tap = child.stdout_tap().expect("captured");
         assert!(tap.wait_for(|b| b.starts_with(b"ready")).await);
@@ -107,7 +105,7 @@ async fn sigpipe_is_ignored_by_the_command_only_if_asked() {
         for ignore in [false, true] {
             let finished = Command::new("sh")
                 .args(["-c", "grep SigIgn /proc/self/status"])
-                .stdout(Output::Capture)
+                .stdout(Stdio::Capture)
                 .backend(BackendChoice::Only(backend))
                 .ignore_sigpipe(ignore)
                 .run()

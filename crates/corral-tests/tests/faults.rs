@@ -131,8 +131,7 @@ fn without_pidfds_cgroup_runs_and_scanned_backends_refuse() {
             let result = Command::new(fixture_path())
                 .args(["sleep", "600"])
                 .backend(BackendChoice::Only(backend))
-                .spawn()
-                .await;
+                .spawn();
             match result {
                 Err(Error::Spawn {
                     failure, source, ..
@@ -162,9 +161,8 @@ fn without_pidfds_cgroup_runs_and_scanned_backends_refuse() {
             .backend(BackendChoice::Only(Backend::Cgroup))
             .timeout(Duration::from_millis(500))
             .grace(Duration::from_secs(2))
-            .spawn()
-            .await;
-        let child = match spawned {
+            .spawn();
+        let mut child = match spawned {
             Err(Error::BackendUnavailable { reason, .. }) => {
                 println!("SKIPPED: the cgroup part: the cgroup backend is unavailable: {reason}");
                 return;
@@ -316,8 +314,7 @@ fn limited_cgroup_body(dir: &std::path::Path) {
             let result = Command::new(fixture_path())
                 .args(["sleep", "600"])
                 .backend(choice)
-                .spawn()
-                .await;
+                .spawn();
             match result {
                 Err(error @ Error::Cgroup { .. }) => {
                     println!("{choice:?}: {error}");
@@ -343,8 +340,7 @@ fn falls_back(why: &str) {
         let forced = Command::new(fixture_path())
             .args(["sleep", "600"])
             .backend(BackendChoice::Only(Backend::Cgroup))
-            .spawn()
-            .await;
+            .spawn();
         match forced {
             Err(error @ Error::BackendUnavailable { .. }) => {
                 println!("forced: {error}");
@@ -704,10 +700,9 @@ fn reaped_by_another_reaper(name: &str, faults: &str) {
         })
     };
     let finished = runtime().block_on(async {
-        let child = Command::new("sh")
+        let mut child = Command::new("sh")
             .args(["-c", "exit 3"])
             .spawn()
-            .await
             .expect("spawned");
         let leader = child.id();
         // The supervisor runs on this (current-thread) runtime: held here,

@@ -1,7 +1,7 @@
 //! Leaving the leaf: a member that may write another cgroup's `cgroup.procs`
 //! (root can) moves itself out of its leaf cgroup, where neither
 //! `cgroup.kill` nor `populated 0` sees it. corral remembers the members it
-//! listed and ends such a one by identity, naming it in `left_cgroup`; a
+//! listed and ends such a one by identity, naming it in `moved_out`; a
 //! command run as another user cannot leave at all.
 //!
 //! Needs the cgroup backend (root or a delegated subtree); the user tests
@@ -46,13 +46,13 @@ struct Cancelled {
 
 /// Spawns and cancels `command` (see [`Cancelled`]); `None` (said as
 /// skipped) without the cgroup backend.
-async fn cancel_when_ready(command: Command) -> Option<Cancelled> {
+async fn cancel_when_ready(mut command: Command) -> Option<Cancelled> {
     let token = CancellationToken::new();
     let command = command
         .backend(BackendChoice::Only(Backend::Cgroup))
         .final_bound(FINAL)
         .cancel_on(token.clone());
-    let child = spawned(command.spawn().await)?;
+    let mut child = spawned(command.spawn())?;
     let leaf = child.cgroup().expect("a leaf").to_owned();
     let mut tap = child.stdout_tap().expect("captured");
     let procs = parse_ready(&first_line(&mut tap).await);
@@ -71,17 +71,19 @@ async fn cancel_when_ready(command: Command) -> Option<Cancelled> {
 
 /// `sh -c 'sh -c "$ESCAPER" & wait'`, with `$PARENT` the leaf's parent.
 fn escaper_tree(escaper: &str, parent: &Path) -> Command {
-    Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .args(["-c", "sh -c \"$ESCAPER\" & wait"])
         .env("ESCAPER", escaper)
-        .env("PARENT", parent)
+        .env("PARENT", parent);
+    command
 }
 
 /// The processes the report names as having left the leaf.
-fn left_cgroup(finished: &Finished) -> Vec<Proc> {
+fn moved_out(finished: &Finished) -> Vec<Proc> {
     finished
         .report
-        .left_cgroup
+        .moved_out
         .iter()
         .map(|p| Proc {
             pid: p.pid,
@@ -126,7 +128,7 @@ fn assert_contained(finished: &Finished, took: Duration, leaf: &std::path::Path)
         "{:?}",
         finished.report
     );
-    assert!(!finished.report.cgroup_left, "{:?}", finished.report);
+    assert!(!finished.report.cgroup_not_removed, "{:?}", finished.report);
     assert!(
         !leaf.exists(),
         "the leaf {} was left behind",
@@ -136,7 +138,7 @@ fn assert_contained(finished: &Finished, took: Duration, leaf: &std::path::Path)
 
 /// A member that moves itself into the parent cgroup when asked to stop (as
 /// root it may): the tree is still ended, that process is killed by identity
-/// and named in `left_cgroup`, not passed over as "no survivors". The member
+/// and named in `moved_out`, not passed over as "no survivors". The member
 /// then execs into `sleep`: still the same process, still ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_that_left_the_leaf_is_ended_and_reported() {
@@ -148,7 +150,8 @@ async fn a_member_that_left_the_leaf_is_ended_and_reported() {
     // writes 0 (itself) to the parent's cgroup.procs and becomes `sleep`.
     let escaper = "trap 'echo 0 > \"$PARENT/cgroup.procs\"; exec sleep 60' TERM; \
                    sleep 60 & echo ready $$; wait";
-    let command = escaper_tree(escaper, &parent).grace(GRACE);
+    let mut command = escaper_tree(escaper, &parent);
+    command.grace(GRACE);
     let Some(run) = cancel_when_ready(command).await else {
         return;
     };
@@ -162,7 +165,7 @@ async fn a_member_that_left_the_leaf_is_ended_and_reported() {
     let escaper = procs[0];
 
     assert_eq!(finished.outcome, Outcome::Cancelled);
-    let left = left_cgroup(&finished);
+    let left = moved_out(&finished);
     assert_eq!(
         left,
         [escaper],
@@ -187,7 +190,8 @@ async fn a_member_that_left_early_is_found_through_its_parent() {
         return;
     };
     let escaper = "echo 0 > \"$PARENT/cgroup.procs\" && echo ready $$ && exec sleep 60";
-    let command = escaper_tree(escaper, &parent).grace(GRACE);
+    let mut command = escaper_tree(escaper, &parent);
+    command.grace(GRACE);
     let Some(run) = cancel_when_ready(command).await else {
         return;
     };
@@ -200,7 +204,7 @@ async fn a_member_that_left_early_is_found_through_its_parent() {
     } = run;
     let escaper = procs[0];
 
-    let left = left_cgroup(&finished);
+    let left = moved_out(&finished);
     assert_eq!(left, [escaper], "{:?}", finished.report);
     assert!(!escaper.is_alive(), "the member that left early still runs");
     assert_contained(&finished, took, &leaf);
@@ -231,7 +235,8 @@ async fn a_child_that_left_during_the_grace_is_found_before_sigkill() {
                   trap 'until [ -e \"$MOVED\" ]; do sleep 0.01; done; exit 0' TERM; \
                   until [ -e \"$HELD\" ]; do sleep 0.01; done; echo ready $$; \
                   while :; do sleep 0.05; done";
-    let command = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .args(["-c", leader])
         .env("MEMBER", member)
         .env("ESCAPER", escaper)
@@ -264,7 +269,7 @@ async fn a_child_that_left_during_the_grace_is_found_before_sigkill() {
         .collect();
     let _cleanup_escaped = Guard::of(escaped.clone());
     assert_eq!(escaped.len(), 1, "the escaper ran: {stdout:?}");
-    let left = left_cgroup(&finished);
+    let left = moved_out(&finished);
     assert_eq!(left, [escaped[0]], "{:?}", finished.report);
     assert!(!escaped[0].is_alive(), "the escaper still runs");
     assert!(finished.report.escalated);
@@ -298,7 +303,8 @@ async fn what_a_departed_member_forked_outside_is_ended_too() {
                    echo ready $$; while :; do sleep 0.05; done";
     let holder = "trap '' TERM; : > \"$HELD\"; until [ -e \"$FORKED\" ]; do sleep 0.01; done; \
                   echo holder saw the fork >> \"$STEPS\"";
-    let command = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .args(["-c", "sh -c \"$ESCAPER\" & sh -c \"$HOLDER\" & wait"])
         .env("ESCAPER", escaper)
         .env("HOLDER", holder)
@@ -319,7 +325,7 @@ async fn what_a_departed_member_forked_outside_is_ended_too() {
     } = run;
     let escaper = procs[0];
 
-    let left = left_cgroup(&finished);
+    let left = moved_out(&finished);
     let _cleanup_left = Guard::of(left.clone());
     let steps = std::fs::read_to_string(marks.path("steps")).unwrap_or_default();
     assert!(
@@ -360,13 +366,12 @@ async fn a_departed_member_forking_in_a_loop_leaves_nothing() {
         let escaper = "trap 'echo 0 > \"$PARENT/cgroup.procs\"; \
                        while :; do sleep \"$TOKEN\" & done' TERM; \
                        echo ready $$; while :; do sleep 0.05; done";
-        let command = escaper_tree(escaper, &parent)
-            .env("TOKEN", &token)
-            .grace(GRACE);
+        let mut command = escaper_tree(escaper, &parent);
+        command.env("TOKEN", &token).grace(GRACE);
         let Some(run) = cancel_when_ready(command).await else {
             return;
         };
-        let left = left_cgroup(&run.finished);
+        let left = moved_out(&run.finished);
         let _cleanup_left = Guard::of(left.clone());
         let survivors = corral_tests::proc::with_argument(&token);
         let _cleanup_survivors = Guard::of(survivors.clone());
@@ -408,7 +413,8 @@ async fn a_member_whose_children_leave_in_a_loop_leaves_nothing() {
         let breeder = "trap '' TERM; export BREEDER=$$; i=0; \
                        while :; do sh -c \"$CHILD\" \"$DECIDING\" & sleep 0.002; \
                          i=$((i + 1)); [ $i = 40 ] && echo ready $$; done";
-        let command = Command::new("sh")
+        let mut command = Command::new("sh");
+        command
             .args(["-c", breeder])
             .env("PARENT", &parent)
             .env("TOKEN", &token)
@@ -426,17 +432,17 @@ async fn a_member_whose_children_leave_in_a_loop_leaves_nothing() {
             }),
             "children still deciding 10 s after the call"
         );
-        let left = left_cgroup(&run.finished);
+        let left = moved_out(&run.finished);
         let _cleanup_left = Guard::of(left.clone());
         let survivors = corral_tests::proc::with_argument(&token);
         let _cleanup_survivors = Guard::of(survivors.clone());
         let report = &run.finished.report;
         assert!(
             survivors.is_empty(),
-            "{} child(ren) that left the leaf still run; {} named in left_cgroup; \
+            "{} child(ren) that left the leaf still run; {} named in moved_out; \
              signals {:?}, notes {:?}",
             survivors.len(),
-            report.left_cgroup.len(),
+            report.moved_out.len(),
             report.signals,
             report.notes
         );
@@ -463,7 +469,8 @@ async fn a_kill_without_grace_still_ends_children_that_left() {
     let scratch = Scratch::new("kill-without-grace");
     let marks = scratch.path("marks");
     std::fs::write(&marks, "").expect("the marks file");
-    let command = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .args(["-c", tree])
         .env("PARENT", &parent)
         .env("TOKEN", &token)
@@ -472,7 +479,7 @@ async fn a_kill_without_grace_still_ends_children_that_left() {
     let Some(run) = cancel_when_ready(command).await else {
         return;
     };
-    let left = left_cgroup(&run.finished);
+    let left = moved_out(&run.finished);
     let _cleanup_left = Guard::of(left.clone());
     let survivors = corral_tests::proc::with_argument(&token);
     let _cleanup_survivors = Guard::of(survivors.clone());
@@ -488,13 +495,14 @@ async fn a_kill_without_grace_still_ends_children_that_left() {
 
 /// A leader that leaves its leaf at once, before corral could list it, is
 /// a member all the same (corral holds its identity from the fork): it is
-/// ended by identity at the cleanup and named in `left_cgroup`.
+/// ended by identity at the cleanup and named in `moved_out`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_that_leaves_its_leaf_at_once_is_ended() {
     let Some(parent) = cgroup_parent() else {
         return;
     };
-    let command = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .args([
             "-c",
             "echo 0 > \"$PARENT/cgroup.procs\" && echo ready $$ && exec sleep 60",
@@ -505,7 +513,7 @@ async fn a_leader_that_leaves_its_leaf_at_once_is_ended() {
         return;
     };
     let leader = run.procs[0];
-    let left = left_cgroup(&run.finished);
+    let left = moved_out(&run.finished);
     assert_eq!(left, [leader], "{:?}", run.finished.report);
     assert!(!leader.is_alive(), "the leader still runs");
     assert_eq!(
@@ -522,7 +530,7 @@ async fn a_leader_that_leaves_its_leaf_at_once_is_ended() {
 /// reads the readiness line. `None` (said as skipped) without the cgroup
 /// backend.
 async fn spawn_told_its_leaf(
-    command: Command,
+    mut command: Command,
     marks: &Scratch,
 ) -> Option<(corral::Child, PathBuf, Vec<Proc>, CancellationToken)> {
     let token = CancellationToken::new();
@@ -532,7 +540,7 @@ async fn spawn_told_its_leaf(
         .backend(BackendChoice::Only(Backend::Cgroup))
         .final_bound(FINAL)
         .cancel_on(token.clone());
-    let child = spawned(command.spawn().await)?;
+    let child = spawned(command.spawn())?;
     let leaf = child.cgroup().expect("a leaf").to_owned();
     std::fs::write(&leaf_file, leaf.as_os_str().as_encoded_bytes()).expect("the leaf file");
     let mut tap = child.stdout_tap().expect("captured");
@@ -565,7 +573,8 @@ async fn a_member_that_moves_its_supervisor_into_the_leaf_is_ended_all_the_same(
         return;
     }
     let marks = Scratch::new("supervisor-moved-in");
-    let command = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .args([
             "-c",
             &format!(
@@ -575,7 +584,7 @@ async fn a_member_that_moves_its_supervisor_into_the_leaf_is_ended_all_the_same(
         ])
         .env("SUPERVISOR", std::process::id().to_string())
         .grace(GRACE);
-    let Some((child, leaf, procs, token)) = spawn_told_its_leaf(command, &marks).await else {
+    let Some((mut child, leaf, procs, token)) = spawn_told_its_leaf(command, &marks).await else {
         return;
     };
     let _cleanup = Guard::of(procs.clone());
@@ -630,12 +639,13 @@ async fn a_freeze_undone_during_a_signal_step_is_noted() {
         "{READ_LEAF}trap '' TERM; echo 0 > \"$PARENT/cgroup.procs\" && echo ready $$; \
          while :; do echo 0 > \"$leaf/cgroup.freeze\"; done"
     );
-    let command = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .args(["-c", "sh -c \"$THAWER\" & wait"])
         .env("THAWER", thawer)
         .env("PARENT", &parent)
         .grace(GRACE);
-    let Some((child, leaf, procs, token)) = spawn_told_its_leaf(command, &marks).await else {
+    let Some((mut child, leaf, procs, token)) = spawn_told_its_leaf(command, &marks).await else {
         return;
     };
     let _cleanup = Guard::of(procs.clone());
@@ -651,7 +661,7 @@ async fn a_freeze_undone_during_a_signal_step_is_noted() {
         "{:?}",
         finished.report
     );
-    assert_eq!(left_cgroup(&finished), procs, "{:?}", finished.report);
+    assert_eq!(moved_out(&finished), procs, "{:?}", finished.report);
     assert!(!procs[0].is_alive(), "the thawing member still runs");
     assert_contained(&finished, started.elapsed(), &leaf);
 }
@@ -668,7 +678,8 @@ async fn a_leaf_frozen_by_someone_else_is_left_frozen() {
     }
     let marks = Scratch::new("frozen-outside");
     let term = marks.path("term");
-    let command = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .args([
             "-c",
             &format!(
@@ -680,7 +691,7 @@ async fn a_leaf_frozen_by_someone_else_is_left_frozen() {
         // Long enough for a thawed member to run its trap, however loaded
         // the machine: ended by SIGKILL at its end.
         .grace(Duration::from_secs(2));
-    let Some((child, leaf, procs, token)) = spawn_told_its_leaf(command, &marks).await else {
+    let Some((mut child, leaf, procs, token)) = spawn_told_its_leaf(command, &marks).await else {
         return;
     };
     let _cleanup = Guard::of(procs.clone());
@@ -720,7 +731,8 @@ async fn a_command_run_as_another_user_cannot_leave_the_leaf() {
                   if echo 0 > \"$PARENT/cgroup.procs\"; then r=moved; else r=refused; fi; \
                   sleep 60 & echo ready $$ $r $(id -u) $(id -g) $(id -G); wait";
     let token = CancellationToken::new();
-    let command = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .args(["-c", script])
         .env("PARENT", &parent)
         .current_dir("/")
@@ -730,7 +742,7 @@ async fn a_command_run_as_another_user_cannot_leave_the_leaf() {
         .grace(GRACE)
         .final_bound(FINAL)
         .cancel_on(token.clone());
-    let Some(child) = spawned(command.spawn().await) else {
+    let Some(mut child) = spawned(command.spawn()) else {
         return;
     };
     let leaf = child.cgroup().expect("a leaf").to_owned();
@@ -759,7 +771,7 @@ async fn a_command_run_as_another_user_cannot_leave_the_leaf() {
         finished.stderr.text()
     );
     assert!(
-        finished.report.left_cgroup.is_empty(),
+        finished.report.moved_out.is_empty(),
         "{:?}",
         finished.report
     );
@@ -775,7 +787,8 @@ async fn the_user_and_group_are_applied_on_every_backend() {
         return println!("SKIPPED: running as another user needs root");
     }
     for backend in [Backend::Cgroup, Backend::Subreaper, Backend::Group] {
-        let command = Command::new("sh")
+        let mut command = Command::new("sh");
+        command
             .args(["-c", "echo $(id -u) $(id -g) $(id -G)"])
             .current_dir("/")
             .user(NOBODY)
@@ -819,7 +832,8 @@ async fn a_user_change_leaves_the_supervisor_dumpable() {
     // SAFETY: PR_SET_DUMPABLE with 1 takes no pointer.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1) };
     for backend in [Backend::Cgroup, Backend::Subreaper, Backend::Group] {
-        let command = Command::new("true")
+        let mut command = Command::new("true");
+        command
             .current_dir("/")
             .user(NOBODY)
             .group(NOBODY)
@@ -916,11 +930,12 @@ fn the_leader_gets_a_cgroup_namespace_where_nsdelegate() {
     }
     let runtime = support::runtime();
     let Some(finished) = runtime.block_on(async {
-        let command = Command::new("cat")
+        let mut command = Command::new("cat");
+        command
             .arg("/proc/self/cgroup")
             .backend(BackendChoice::Only(Backend::Cgroup))
             .timeout(Duration::from_secs(10));
-        spawned(command.spawn().await)?.wait().await.ok()
+        spawned(command.spawn())?.wait().await.ok()
     }) else {
         return;
     };
@@ -950,7 +965,8 @@ fn the_pre_exec_path_joins_the_leaf_then_changes_user_and_namespace() {
                   echo 0 > \"$PARENT/cgroup.procs\" && echo moved";
     let runtime = support::runtime();
     let Some(finished) = runtime.block_on(async {
-        let command = Command::new("sh")
+        let mut command = Command::new("sh");
+        command
             .args(["-c", script])
             .env("PARENT", &parent)
             .current_dir("/")
@@ -958,7 +974,7 @@ fn the_pre_exec_path_joins_the_leaf_then_changes_user_and_namespace() {
             .group(NOBODY)
             .backend(BackendChoice::Only(Backend::Cgroup))
             .timeout(Duration::from_secs(10));
-        spawned(command.spawn().await)?.wait().await.ok()
+        spawned(command.spawn())?.wait().await.ok()
     }) else {
         return;
     };
@@ -971,7 +987,7 @@ fn the_pre_exec_path_joins_the_leaf_then_changes_user_and_namespace() {
         finished.stderr.text()
     );
     assert!(finished.stderr.text().contains("Permission denied"));
-    assert!(finished.report.left_cgroup.is_empty());
+    assert!(finished.report.moved_out.is_empty());
 }
 
 /// Without `nsdelegate` (and without the injected fault) the leader shares
@@ -985,11 +1001,12 @@ async fn no_cgroup_namespace_without_nsdelegate() {
     {
         return println!("SKIPPED: this machine's cgroup2 mount has nsdelegate");
     }
-    let command = Command::new("cat")
+    let mut command = Command::new("cat");
+    command
         .arg("/proc/self/cgroup")
         .backend(BackendChoice::Only(Backend::Cgroup))
         .timeout(Duration::from_secs(10));
-    let Some(child) = spawned(command.spawn().await) else {
+    let Some(mut child) = spawned(command.spawn()) else {
         return;
     };
     let leaf = child.cgroup().expect("a leaf").to_owned();

@@ -41,13 +41,14 @@ fn limited(args: &[&str], limits: Limits, needs: &[LimitKind]) -> Option<Command
             .backend(BackendChoice::Only(Backend::Cgroup))
             .grace(GRACE)
             .timeout(TIMEOUT)
-            .limits(limits),
+            .limits(limits)
+            .clone(),
     )
 }
 
 /// Spawns, reads the readiness line, and returns the tree's processes.
-async fn ready(command: Command) -> (Child, Vec<Proc>) {
-    let child = command.spawn().await.expect("spawn");
+async fn ready(mut command: Command) -> (Child, Vec<Proc>) {
+    let child = command.spawn().expect("spawn");
     let mut tap = child.stdout_tap().expect("stdout is captured");
     tokio::time::timeout(READY_TIMEOUT, tap.wait_for(|b| b.contains(&b'\n')))
         .await
@@ -95,7 +96,7 @@ async fn a_spent_cpu_time_budget_ends_the_whole_tree() {
     let Some(command) = limited(&["spin", "2"], limits, &[LimitKind::CpuTime]) else {
         return;
     };
-    let (child, procs) = ready(command).await;
+    let (mut child, procs) = ready(command).await;
     assert_eq!(procs.len(), 3);
     let finished = child.wait().await.expect("wait");
     assert_eq!(
@@ -125,7 +126,7 @@ async fn a_sleeping_tree_keeps_its_cpu_time_budget() {
     // than the 200 ms budget this test had (`docs/flakes.md` (7)).
     let budget = Duration::from_secs(1);
     let limits = Limits::new().cpu_time(budget);
-    let Some(command) = limited(&["sleep", "2"], limits, &[LimitKind::CpuTime]) else {
+    let Some(mut command) = limited(&["sleep", "2"], limits, &[LimitKind::CpuTime]) else {
         return;
     };
     let finished = command.run().await.expect("run");
@@ -142,9 +143,11 @@ async fn a_sleeping_tree_keeps_its_cpu_time_budget() {
 async fn limits_are_refused_where_no_cgroup_holds_the_tree() {
     let marker = scratch("group-refused");
     let command = || {
-        Command::new("touch")
+        let mut command = Command::new("touch");
+        command
             .arg(&marker)
-            .backend(BackendChoice::Only(Backend::Group))
+            .backend(BackendChoice::Only(Backend::Group));
+        command
     };
     let limits = Limits::new().cpu_time(Duration::from_secs(1));
     match command().limits(limits).run().await {
@@ -196,9 +199,9 @@ async fn a_limit_this_host_cannot_enforce_is_refused_naming_the_controller() {
     }
     let marker = scratch("controller-refused");
     let command = || {
-        Command::new("touch")
-            .arg(&marker)
-            .backend(BackendChoice::Auto)
+        let mut command = Command::new("touch");
+        command.arg(&marker).backend(BackendChoice::Auto);
+        command
     };
     match command().limits(limits).run().await {
         Err(Error::LimitUnavailable { limit, reason }) => {
@@ -248,7 +251,7 @@ async fn a_fork_bomb_under_a_process_limit_ends_as_a_clear_failure() {
     let Some(command) = limited(&["fork-bomb", "3"], limits, &[LimitKind::Processes]) else {
         return;
     };
-    let (child, procs) = ready(command).await;
+    let (mut child, procs) = ready(command).await;
     let leaf = child.cgroup().expect("a leaf").to_owned();
     // Meanwhile this host still starts processes: the bomb is held to 64,
     // read for a second or until it is over (in the emulated guest on a
@@ -298,10 +301,11 @@ async fn a_fork_bomb_under_a_process_limit_ends_as_a_clear_failure() {
 async fn refused_forks_that_do_not_end_the_tree_are_counted() {
     let limits = Limits::new().max_processes(16);
     // The bomb would go on for 30 s; the time limit ends it first.
-    let Some(command) = limited(&["fork-bomb", "30"], limits, &[LimitKind::Processes]) else {
+    let Some(mut command) = limited(&["fork-bomb", "30"], limits, &[LimitKind::Processes]) else {
         return;
     };
-    let (child, procs) = ready(command.timeout(Duration::from_secs(2))).await;
+    command.timeout(Duration::from_secs(2));
+    let (mut child, procs) = ready(command).await;
     let finished = child.wait().await.expect("wait");
     assert_eq!(finished.outcome, Outcome::TimedOut, "{:?}", finished.report);
     assert!(
@@ -315,7 +319,7 @@ async fn refused_forks_that_do_not_end_the_tree_are_counted() {
 #[tokio::test]
 async fn a_tree_within_its_process_limit_ends_as_without_one() {
     let limits = Limits::new().max_processes(3);
-    let Some(command) = limited(&["sleep", "0.2"], limits, &[LimitKind::Processes]) else {
+    let Some(mut command) = limited(&["sleep", "0.2"], limits, &[LimitKind::Processes]) else {
         return;
     };
     let finished = command.run().await.expect("run");
@@ -331,7 +335,7 @@ async fn a_memory_hog_ends_limit_exceeded_memory_with_the_whole_tree_gone() {
     let Some(command) = limited(&["hog", "256"], limits, &[LimitKind::Memory]) else {
         return;
     };
-    let (child, procs) = ready(command).await;
+    let (mut child, procs) = ready(command).await;
     assert_eq!(procs.len(), 2);
     let finished = child.wait().await.expect("wait");
     assert_eq!(
@@ -367,11 +371,11 @@ async fn a_memory_hog_ends_limit_exceeded_memory_with_the_whole_tree_gone() {
 async fn a_cpu_bandwidth_limit_throttles_without_ending_the_tree() {
     let limits = Limits::new().cpus(0.2);
     // Two busy processes, for 3 s of wall time.
-    let Some(command) = limited(&["spin", "1"], limits, &[LimitKind::Cpus]) else {
+    let Some(mut command) = limited(&["spin", "1"], limits, &[LimitKind::Cpus]) else {
         return;
     };
-    let command = command.timeout(Duration::from_secs(3));
-    let (child, procs) = ready(command).await;
+    command.timeout(Duration::from_secs(3));
+    let (mut child, procs) = ready(command).await;
     let finished = child.wait().await.expect("wait");
     assert_eq!(finished.outcome, Outcome::TimedOut, "{:?}", finished.report);
     let report = limits_report(&finished);
@@ -396,15 +400,15 @@ async fn a_throttled_tree_is_not_throttled_out_of_dying() {
     // Two CPUs to start with: a tighter start leaves the fixture forking
     // its spinners in a throttled leaf for more than its readiness allows.
     let limits = Limits::new().cpus(2.0);
-    let Some(command) = limited(&["spin", "30"], limits, &[LimitKind::Cpus]) else {
+    let Some(mut command) = limited(&["spin", "30"], limits, &[LimitKind::Cpus]) else {
         return;
     };
     let token = tokio_util::sync::CancellationToken::new();
-    let command = command
+    command
         .cancel_on(token.clone())
         .grace(Duration::ZERO)
         .final_bound(Duration::from_secs(1));
-    let (child, procs) = ready(command).await;
+    let (mut child, procs) = ready(command).await;
     // Ready, the tree is held to the least `cpu.max` takes, and is killed
     // once the kernel has throttled it.
     let leaf = child.cgroup().expect("a leaf").to_owned();
@@ -423,7 +427,7 @@ async fn a_throttled_tree_is_not_throttled_out_of_dying() {
     let finished = child.wait().await.expect("wait");
     println!("{:#?}", finished.report);
     assert!(
-        finished.report.survivors.is_empty() && !finished.report.cgroup_left,
+        finished.report.survivors.is_empty() && !finished.report.cgroup_not_removed,
         "the killed tree was still there at the final bound: {:?}",
         finished.report
     );
@@ -440,16 +444,17 @@ async fn limits_stay_on_the_leaf_and_never_reach_the_parent_or_a_sibling() {
     let Some(command) = limited(&["sleep", "30"], limits, &needs) else {
         return;
     };
-    let (limited_child, limited_procs) = ready(command).await;
+    let (mut limited_child, limited_procs) = ready(command).await;
     let leaf = limited_child.cgroup().expect("a leaf").to_owned();
     assert_eq!(read(&leaf.join("pids.max")).trim(), "8");
     // A sibling tree without limits, started meanwhile, forks 20 children.
-    let sibling = Command::new(fixture_path())
+    let mut sibling = Command::new(fixture_path());
+    sibling
         .args(["fork", "20"])
         .backend(BackendChoice::Only(Backend::Cgroup))
         .grace(GRACE)
         .timeout(TIMEOUT);
-    let (sibling_child, sibling_procs) = ready(sibling).await;
+    let (mut sibling_child, sibling_procs) = ready(sibling).await;
     assert_eq!(sibling_procs.len(), 21, "the sibling forks beyond 8");
     let sibling_leaf = sibling_child.cgroup().expect("a leaf").to_owned();
     let parent = leaf.parent().expect("a parent");

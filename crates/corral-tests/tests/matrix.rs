@@ -188,13 +188,14 @@ async fn exercise(backend: Backend, args: &[&str], path: Path) {
     let heard = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&heard);
     let reading = Arc::clone(&corral);
-    let mut command = Command::new(fixture_path())
+    let mut command = Command::new(fixture_path());
+    command
         .args(args)
         .backend(BackendChoice::Only(backend))
         .grace(grace)
         .final_bound(final_bound)
         .on_signal(move |signal| log.lock().expect("log").push((signal, reading.busy())));
-    command = match path {
+    match path {
         Path::Cancel => command.cancel_on(token.clone()),
         // The time limit passes once the fixture is ready (below): a limit
         // counted from the spawn could pass before a fixture that takes time
@@ -202,7 +203,7 @@ async fn exercise(backend: Backend, args: &[&str], path: Path) {
         // a leader that exits by itself, before it did.
         Path::Timeout | Path::Drop | Path::LeaderExit => command.timeout(UNREACHED),
     };
-    let Some(child) = or_skip(command.spawn().await, backend) else {
+    let Some(mut child) = or_skip(command.spawn(), backend) else {
         return;
     };
     assert_eq!(child.backend(), backend);
@@ -363,7 +364,7 @@ async fn exercise(backend: Backend, args: &[&str], path: Path) {
             "the report names the leaf the handle named"
         );
         assert!(
-            !finished.report.cgroup_left,
+            !finished.report.cgroup_not_removed,
             "the report says a leaf was left"
         );
         if let Some(outcome) = expected.outcome {
@@ -551,9 +552,8 @@ async fn release(backend: Backend) {
         .args(["leave-children", "2"])
         .backend(BackendChoice::Only(backend))
         .leftovers(corral::Leftovers::Release { drain })
-        .spawn()
-        .await;
-    let Some(child) = or_skip(spawned, backend) else {
+        .spawn();
+    let Some(mut child) = or_skip(spawned, backend) else {
         return;
     };
     // Gone already (released and reaped), or not yet exited.
@@ -611,7 +611,7 @@ async fn release(backend: Backend) {
         );
     }
     if let Some(cgroup) = &finished.report.cgroup {
-        assert!(!finished.report.cgroup_left);
+        assert!(!finished.report.cgroup_not_removed);
         assert!(
             !cgroup.exists(),
             "released members moved out and the leaf removed"
@@ -635,9 +635,8 @@ async fn disconnected_member(backend: Backend) {
         .grace(GRACE)
         .final_bound(FINAL)
         .cancel_on(token.clone())
-        .spawn()
-        .await;
-    let Some(child) = or_skip(spawned, backend) else {
+        .spawn();
+    let Some(mut child) = or_skip(spawned, backend) else {
         return;
     };
     let mut tap = child.stdout_tap().expect("captured");
@@ -693,17 +692,21 @@ async fn spawn_errors(backend: Backend) {
         // format is not a spawn error: execvp hands it to /bin/sh, as POSIX says.)
         (Command::new(&dir), SpawnFailure::NotExecutable),
         (
-            Command::new(fixture_path()).current_dir("/nonexistent-dir"),
+            Command::new(fixture_path())
+                .current_dir("/nonexistent-dir")
+                .clone(),
             SpawnFailure::BadCwd,
         ),
         (
-            Command::new(fixture_path()).current_dir(&not_executable),
+            Command::new(fixture_path())
+                .current_dir(&not_executable)
+                .clone(),
             SpawnFailure::BadCwd,
         ),
     ];
-    for (command, want) in cases {
+    for (mut command, want) in cases {
         let program = command.program();
-        match command.backend(BackendChoice::Only(backend)).spawn().await {
+        match command.backend(BackendChoice::Only(backend)).spawn() {
             Err(Error::Spawn { failure, .. }) => assert_eq!(failure, want, "{program}"),
             Err(Error::BackendUnavailable { reason, .. }) => return skip(backend, &reason),
             Err(other) => panic!("{program}: unexpected error {other}"),
@@ -844,9 +847,8 @@ async fn subreaper_role_is_given_up_before_the_release_drain() {
         .arg("hold-stdout")
         .backend(BackendChoice::Only(Backend::Subreaper))
         .leftovers(corral::Leftovers::Release { drain })
-        .spawn()
-        .await;
-    let Some(first) = or_skip(spawned, Backend::Subreaper) else {
+        .spawn();
+    let Some(mut first) = or_skip(spawned, Backend::Subreaper) else {
         return;
     };
     // corral reaps the leader right after releasing the tree; the drain (the
@@ -879,15 +881,15 @@ fn runtime_shutdown(backend: Backend) {
         .enable_all()
         .build()
         .expect("runtime");
-    let spawned = runtime.block_on(
+    let spawned = runtime.block_on(async {
         Command::new(fixture_path())
             .args(["fork", "3"])
             .backend(BackendChoice::Only(backend))
             .grace(GRACE)
             .final_bound(FINAL)
             .timeout(Duration::from_secs(60))
-            .spawn(),
-    );
+            .spawn()
+    });
     let Some(child) = or_skip(spawned, backend) else {
         return;
     };
@@ -989,18 +991,22 @@ async fn hopper(backend: Backend, leader_hops: bool) {
         std::process::id()
     ));
     let _ = std::fs::remove_file(&out);
-    let command = if leader_hops {
-        Command::new(fixture_path())
+    let mut command = if leader_hops {
+        let mut command = Command::new(fixture_path());
+        command
             .args(["hop", HOP_SECS])
             .arg(&out)
-            .timeout(Duration::from_secs(60))
+            .timeout(Duration::from_secs(60));
+        command
     } else {
-        Command::new("sh")
+        let mut command = Command::new("sh");
+        command
             .args(["-c", "\"$0\" hop \"$1\" \"$2\" & exec sleep 60"])
             .arg(fixture_path())
             .arg(HOP_SECS)
             .arg(&out)
-            .timeout(Duration::from_millis(500))
+            .timeout(Duration::from_millis(500));
+        command
     };
     let result = command
         .backend(BackendChoice::Only(backend))
@@ -1069,9 +1075,8 @@ async fn breeder(backend: Backend) {
         .grace(GRACE)
         .final_bound(FINAL)
         .cancel_on(token.clone())
-        .spawn()
-        .await;
-    let Some(child) = or_skip(spawned, backend) else {
+        .spawn();
+    let Some(mut child) = or_skip(spawned, backend) else {
         return;
     };
     let mut tap = child.stdout_tap().expect("stdout is captured");
@@ -1130,8 +1135,7 @@ fn breeder_dropped_with_its_runtime(backend: Backend) {
                 .args(["breed", BREED_SECS])
                 .arg(&out)
                 .backend(BackendChoice::Only(backend))
-                .spawn()
-                .await,
+                .spawn(),
             backend,
         )?;
         let mut tap = child.stdout_tap().expect("captured");
@@ -1269,13 +1273,12 @@ async fn ledger_record_lives_as_long_as_the_tree() {
     let dir = std::env::temp_dir().join(format!("corral-matrix-ledger-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     corral::ledger::set_dir(&dir);
-    let child = Command::new(fixture_path())
+    let mut child = Command::new(fixture_path())
         .args(["sleep", "30"])
         .backend(BackendChoice::Only(Backend::Group))
         .ledger(true)
         .timeout(Duration::from_secs(60))
         .spawn()
-        .await
         .expect("spawns");
     let running = corral::ledger::load(&dir).expect("ledger").0;
     child.terminate();
@@ -1318,9 +1321,8 @@ async fn unkillable_member_is_reported_and_kept(backend: Backend) {
         .grace(GRACE)
         .final_bound(Duration::from_millis(300))
         .timeout(Duration::from_secs(60))
-        .spawn()
-        .await;
-    let Some(child) = or_skip(spawned, backend) else {
+        .spawn();
+    let Some(mut child) = or_skip(spawned, backend) else {
         return;
     };
     let mut tap = child.stdout_tap().expect("stdout is captured");
@@ -1349,7 +1351,7 @@ async fn unkillable_member_is_reported_and_kept(backend: Backend) {
     let report = &finished.report;
     if let Some(leaf) = &report.cgroup {
         // Left because of the survivor, as the report says; removed now.
-        assert!(report.cgroup_left, "{report:?}");
+        assert!(report.cgroup_not_removed, "{report:?}");
         let _ = std::fs::remove_dir(leaf);
     }
     assert!(!member.is_alive(), "the thawed member did not die");
@@ -1407,9 +1409,8 @@ async fn subreaper_spares_our_children_from_the_leaders_tick() {
             .grace(GRACE)
             .final_bound(FINAL)
             .timeout(Duration::from_millis(100))
-            .spawn()
-            .await;
-        let Some(child) = or_skip(spawned, Backend::Subreaper) else {
+            .spawn();
+        let Some(mut child) = or_skip(spawned, Backend::Subreaper) else {
             let _ = bystander.kill();
             let _ = bystander.wait();
             return;

@@ -57,11 +57,13 @@ fn require_peers() {
 
 /// The fixture server, told to start its helpers and name them in `pids`.
 fn fixture(pids: &Path) -> corral::Command {
-    corral::Command::new(python())
+    let mut command = corral::Command::new(python());
+    command
         .backend(corral_tests::containing_backend())
         .arg(peer("fixture_server.py"))
         .env("CORRAL_MCP_FIXTURE_PIDS", pids)
-        .grace(GRACE)
+        .grace(GRACE);
+    command
 }
 
 /// The server and its three helpers, by identity, from the fixture's file
@@ -118,9 +120,7 @@ async fn cancel_ends_the_server_and_all_three_escaped_helpers_and_keeps_the_repo
     require_peers();
     let scratch = Scratch::new("rmcp-cancel");
     let pids = scratch.path("pids.json");
-    let transport = CorralProcess::new(fixture(&pids))
-        .await
-        .expect("spawning the fixture");
+    let transport = CorralProcess::new(fixture(&pids)).expect("spawning the fixture");
     let leader = transport.id();
     let report = transport.finished();
     let client = within("the handshake", ().serve(transport))
@@ -150,13 +150,15 @@ async fn cancel_ends_the_server_and_all_three_escaped_helpers_and_keeps_the_repo
 /// leader does not exit when its standard input closes, so only the
 /// terminate after the close grace ends the tree.
 fn lingering_wrapper(pids: &Path) -> corral::Command {
-    corral::Command::new("sh")
+    let mut command = corral::Command::new("sh");
+    command
         .backend(corral_tests::containing_backend())
         .args(["-c", "\"$0\" \"$@\"; exec sleep 600"])
         .arg(python())
         .arg(peer("fixture_server.py"))
         .env("CORRAL_MCP_FIXTURE_PIDS", pids)
-        .grace(GRACE)
+        .grace(GRACE);
+    command
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -167,7 +169,6 @@ async fn dropping_a_running_client_ends_a_lingering_wrapper_its_server_and_helpe
     let (transport, _stderr) = CorralProcess::builder(lingering_wrapper(&pids))
         .close_grace(Duration::from_millis(300))
         .spawn()
-        .await
         .expect("spawning the wrapped fixture");
     let wrapper = Proc::of(transport.id()).expect("the leader, unreaped");
     let mut report = transport.finished();
@@ -200,14 +201,13 @@ async fn dropping_a_running_client_ends_a_lingering_wrapper_its_server_and_helpe
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_everything_lists_its_tools_then_close_leaves_nothing() {
     require_peers();
-    let command = corral::Command::new("node")
+    let mut command = corral::Command::new("node");
+    command
         .backend(corral_tests::containing_backend())
         .arg(server_everything())
         .arg("stdio")
         .grace(GRACE);
-    let transport = CorralProcess::new(command)
-        .await
-        .expect("spawning server-everything");
+    let transport = CorralProcess::new(command).expect("spawning server-everything");
     let leader = Proc::of(transport.id()).expect("the leader, unreaped");
     let _guard = Guard::of([leader]);
     let report = transport.finished();

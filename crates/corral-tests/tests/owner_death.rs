@@ -602,10 +602,11 @@ fn a_stopped_watchdog_does_not_block_spawns() {
         .build()
         .expect("runtime");
     let spawn = |arg: &str| {
-        corral::Command::new("true")
+        let mut command = corral::Command::new("true");
+        command
             .arg(arg)
-            .backend(corral::BackendChoice::Only(corral::Backend::Group))
-            .run()
+            .backend(corral::BackendChoice::Only(corral::Backend::Group));
+        async move { command.run().await }
     };
     let first = runtime.block_on(spawn("first")).expect("runs");
     assert!(first.report.notes.is_empty(), "{:?}", first.report.notes);

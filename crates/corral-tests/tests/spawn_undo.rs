@@ -60,8 +60,7 @@ fn fails_after_launch_and_leaves_nothing(name: &str, backend: Backend) {
             .env("WHEN", std::env::var_os("CORRAL_FAULT_WHEN").expect("set"))
             .env(MARK, &mark)
             .backend(BackendChoice::Only(backend))
-            .spawn()
-            .await;
+            .spawn();
         match result {
             Err(Error::BackendUnavailable { reason, .. }) => {
                 return println!("SKIPPED: {backend} is not available here: {reason}");
@@ -124,9 +123,8 @@ fn out_of_descriptors_during_supervision_the_tree_still_ends(name: &str, backend
             .backend(BackendChoice::Only(backend))
             .grace(Duration::from_millis(200))
             .cancel_on(token.clone())
-            .spawn()
-            .await;
-        let child = match spawned {
+            .spawn();
+        let mut child = match spawned {
             Err(Error::BackendUnavailable { reason, .. }) => {
                 return println!("SKIPPED: {backend} is not available here: {reason}");
             }

@@ -16,12 +16,13 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    backend::Backend, capture::OutputTap, error::Error, outcome::Finished, signal::Signal,
+    backend::Backend, capture::OutputTap, error::Error, identity::Identity, outcome::Finished,
+    signal::Signal,
 };
 
-/// The writing end of the command's standard input ([`Input::Piped`](crate::command::Input::Piped)).
+/// The writing end of the command's standard input ([`Stdio::Piped`](crate::Stdio::Piped)).
 pub type ChildStdin = pipe::Sender;
-/// The reading end of a command's output stream ([`Output::Piped`](crate::Output::Piped)).
+/// The reading end of a command's output stream ([`Stdio::Piped`](crate::Stdio::Piped)).
 pub type ChildOutput = pipe::Receiver;
 
 /// A running tree. Supervised by a tokio task from the spawn on.
@@ -34,7 +35,7 @@ pub type ChildOutput = pipe::Receiver;
 /// the supervisor's own `Drop` kills the tree synchronously with `SIGKILL`.
 #[derive(Debug)]
 pub struct Child {
-    pub(crate) pid: i32,
+    pub(crate) identity: Identity,
     pub(crate) backend: Backend,
     pub(crate) cgroup: Option<PathBuf>,
     pub(crate) stdin: Option<ChildStdin>,
@@ -115,21 +116,29 @@ impl Control {
 }
 
 impl Child {
-    /// A live view of captured standard output ([`Output::Capture`](crate::Output::Capture)): what was
+    /// A live view of captured standard output ([`Stdio::Capture`](crate::Stdio::Capture)): what was
     /// produced so far, while the command runs. The full capture still comes
     /// in [`Finished::stdout`].
     pub fn stdout_tap(&self) -> Option<OutputTap> {
         self.stdout_tap.clone()
     }
 
-    /// A live view of captured standard error ([`Output::Capture`](crate::Output::Capture)).
+    /// A live view of captured standard error ([`Stdio::Capture`](crate::Stdio::Capture)).
     pub fn stderr_tap(&self) -> Option<OutputTap> {
         self.stderr_tap.clone()
     }
 
-    /// The leader's process id.
+    /// The leader's process id. A bare number: once the leader is reaped
+    /// (at the end of the call) the kernel may give it to another process;
+    /// [`Child::identity`] names the leader for ever.
     pub fn id(&self) -> i32 {
-        self.pid
+        self.identity.pid
+    }
+
+    /// The leader's identity: its pid with its start time, which no later
+    /// process with the same pid shares (see [`crate::identity`]).
+    pub fn identity(&self) -> Identity {
+        self.identity
     }
 
     /// The containment backend in use.
@@ -142,17 +151,17 @@ impl Child {
         self.cgroup.as_deref()
     }
 
-    /// The writer of standard input, once, with [`Input::Piped`](crate::command::Input::Piped).
+    /// The writer of standard input, once, with [`Stdio::Piped`](crate::Stdio::Piped).
     pub fn take_stdin(&mut self) -> Option<ChildStdin> {
         self.stdin.take()
     }
 
-    /// The reader of standard output, once, with [`Output::Piped`](crate::Output::Piped).
+    /// The reader of standard output, once, with [`Stdio::Piped`](crate::Stdio::Piped).
     pub fn take_stdout(&mut self) -> Option<ChildOutput> {
         self.stdout.take()
     }
 
-    /// The reader of standard error, once, with [`Output::Piped`](crate::Output::Piped).
+    /// The reader of standard error, once, with [`Stdio::Piped`](crate::Stdio::Piped).
     pub fn take_stderr(&mut self) -> Option<ChildOutput> {
         self.stderr.take()
     }
@@ -174,18 +183,23 @@ impl Child {
         self.stop.cancel();
     }
 
-    /// Waits for the call to end, cleanup included.
+    /// Waits for the call to end, cleanup included, and returns its result.
     ///
     /// # Cancel safety
-    /// Not cancel safe: dropping this future drops the `Child`, which
-    /// terminates the tree (see the type's documentation).
+    /// Cancel safe, as `tokio::process::Child::wait`: dropping this future
+    /// leaves the tree running and the `Child` as it was, so a `select!`
+    /// can wait for it beside something else and then end it with
+    /// [`Child::terminate`]. Dropping the `Child` ends the tree.
     ///
     /// # Errors
     /// [`Error::SupervisorLost`] if the supervising task ended without a
-    /// result (the runtime is shutting down).
-    pub async fn wait(mut self) -> Result<Finished, Error> {
-        let receiver = self.result.take().ok_or(Error::SupervisorLost)?;
-        receiver.await.map_err(|_| Error::SupervisorLost)
+    /// result (the runtime is shutting down), [`Error::AlreadyWaited`] if an
+    /// earlier `wait` returned the result.
+    pub async fn wait(&mut self) -> Result<Finished, Error> {
+        let receiver = self.result.as_mut().ok_or(Error::AlreadyWaited)?;
+        let finished = receiver.await;
+        self.result = None;
+        finished.map_err(|_| Error::SupervisorLost)
     }
 }
 

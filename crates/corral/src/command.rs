@@ -1,6 +1,12 @@
 //! What to run and how to end it, as plain data.
 
-use std::{ffi::OsString, os::fd::OwnedFd, path::PathBuf, sync::Arc, time::Duration};
+use std::{
+    ffi::{OsStr, OsString},
+    os::fd::OwnedFd,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
 
 use tokio_util::sync::CancellationToken;
 
@@ -11,33 +17,33 @@ use crate::{
     terminate::{GraceEnds, Policy},
 };
 
-/// Where the command's standard input comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Where one of the command's standard streams comes from or goes: corral's
+/// counterpart of [`std::process::Stdio`], with [`Stdio::Capture`] for what
+/// corral reads and keeps across a kill.
+///
+/// The defaults: standard input [`Stdio::Null`] (a tool call never reads the
+/// caller's input by accident), standard output and error [`Stdio::Capture`].
+///
+/// ```
+/// let mut command = corral::Command::new("cat");
+/// command.stdin(corral::Stdio::Piped).stdout(corral::Stdio::Inherit);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Input {
-    /// `/dev/null` (the default: a tool call never reads the caller's input by accident).
-    #[default]
-    Null,
-    /// The caller's own standard input.
-    Inherit,
-    /// A pipe; take the writer with [`Child::take_stdin`](crate::Child::take_stdin).
-    Piped,
-}
-
-/// Where one of the command's output streams goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Output {
-    /// Read by corral and returned in [`Finished`](crate::Finished), also after a kill (the default).
-    #[default]
-    Capture,
-    /// The caller's own stream (a TTY stays a TTY).
-    Inherit,
+pub enum Stdio {
     /// `/dev/null`.
     Null,
-    /// A pipe the caller reads; take it with [`Child::take_stdout`](crate::Child::take_stdout) /
+    /// The caller's own stream (a TTY stays a TTY).
+    Inherit,
+    /// A pipe the caller holds: the writer of standard input with
+    /// [`Child::take_stdin`](crate::Child::take_stdin), the reader of an
+    /// output with [`Child::take_stdout`](crate::Child::take_stdout) /
     /// [`Child::take_stderr`](crate::Child::take_stderr).
     Piped,
+    /// Output only: read by corral and returned in
+    /// [`Finished`](crate::Finished), also after a kill. As standard input it
+    /// is refused at the spawn ([`Error::InvalidStdio`](crate::Error::InvalidStdio)).
+    Capture,
 }
 
 /// What happens to processes the leader leaves behind when it exits by itself.
@@ -75,9 +81,9 @@ pub struct Command {
     pub(crate) env: Vec<(OsString, Option<OsString>)>,
     pub(crate) env_clear: bool,
     pub(crate) cwd: Option<WorkingDir>,
-    pub(crate) stdin: Input,
-    pub(crate) stdout: Output,
-    pub(crate) stderr: Output,
+    pub(crate) stdin: Stdio,
+    pub(crate) stdout: Stdio,
+    pub(crate) stderr: Stdio,
     pub(crate) policy: Policy,
     pub(crate) timeout: Option<Duration>,
     pub(crate) cancel: Option<CancellationToken>,
@@ -130,9 +136,9 @@ impl Command {
             env: Vec::new(),
             env_clear: false,
             cwd: None,
-            stdin: Input::default(),
-            stdout: Output::default(),
-            stderr: Output::default(),
+            stdin: Stdio::Null,
+            stdout: Stdio::Capture,
+            stderr: Stdio::Capture,
             policy: Policy::default(),
             timeout: None,
             cancel: None,
@@ -153,31 +159,43 @@ impl Command {
     }
 
     /// Adds one argument.
-    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+    pub fn arg(&mut self, arg: impl Into<OsString>) -> &mut Self {
         self.args.push(arg.into());
         self
     }
 
     /// Adds arguments.
-    pub fn args<I: IntoIterator<Item = S>, S: Into<OsString>>(mut self, args: I) -> Self {
+    pub fn args<I: IntoIterator<Item = S>, S: Into<OsString>>(&mut self, args: I) -> &mut Self {
         self.args.extend(args.into_iter().map(Into::into));
         self
     }
 
     /// Sets an environment variable.
-    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+    pub fn env(&mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> &mut Self {
         self.env.push((key.into(), Some(value.into())));
         self
     }
 
+    /// Sets environment variables.
+    pub fn envs<I, K, V>(&mut self, vars: I) -> &mut Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<OsString>,
+        V: Into<OsString>,
+    {
+        self.env
+            .extend(vars.into_iter().map(|(k, v)| (k.into(), Some(v.into()))));
+        self
+    }
+
     /// Removes an environment variable.
-    pub fn env_remove(mut self, key: impl Into<OsString>) -> Self {
+    pub fn env_remove(&mut self, key: impl Into<OsString>) -> &mut Self {
         self.env.push((key.into(), None));
         self
     }
 
     /// Starts from an empty environment.
-    pub fn env_clear(mut self) -> Self {
+    pub fn env_clear(&mut self) -> &mut Self {
         self.env_clear = true;
         self.env.clear();
         self
@@ -185,7 +203,7 @@ impl Command {
 
     /// Sets the working directory. Relative `PATH` entries are searched
     /// from it, as `execvp` in the command would.
-    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+    pub fn current_dir(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
         self.cwd = Some(WorkingDir::Path(dir.into()));
         self
     }
@@ -202,31 +220,31 @@ impl Command {
     /// with the caller's rights never lets the command into a directory
     /// whose path it could not walk. Replaces a [`Command::current_dir`],
     /// and is replaced by one.
-    pub fn current_dir_fd(mut self, dir: impl Into<Arc<OwnedFd>>) -> Self {
+    pub fn current_dir_fd(&mut self, dir: impl Into<Arc<OwnedFd>>) -> &mut Self {
         self.cwd = Some(WorkingDir::Open(dir.into()));
         self
     }
 
-    /// Sets standard input.
-    pub fn stdin(mut self, input: Input) -> Self {
-        self.stdin = input;
+    /// Sets standard input (default [`Stdio::Null`]).
+    pub fn stdin(&mut self, stdio: Stdio) -> &mut Self {
+        self.stdin = stdio;
         self
     }
 
-    /// Sets standard output.
-    pub fn stdout(mut self, output: Output) -> Self {
-        self.stdout = output;
+    /// Sets standard output (default [`Stdio::Capture`]).
+    pub fn stdout(&mut self, stdio: Stdio) -> &mut Self {
+        self.stdout = stdio;
         self
     }
 
-    /// Sets standard error.
-    pub fn stderr(mut self, output: Output) -> Self {
-        self.stderr = output;
+    /// Sets standard error (default [`Stdio::Capture`]).
+    pub fn stderr(&mut self, stdio: Stdio) -> &mut Self {
+        self.stderr = stdio;
         self
     }
 
     /// Sets the whole termination policy.
-    pub fn policy(mut self, policy: Policy) -> Self {
+    pub fn policy(&mut self, policy: Policy) -> &mut Self {
         self.policy = policy;
         self
     }
@@ -234,13 +252,13 @@ impl Command {
     /// Sets the first signal of the termination (default `SIGTERM`); `None`
     /// sends nothing and only starts the grace before `SIGKILL` (GNU
     /// `timeout -s 0`).
-    pub fn signal(mut self, signal: impl Into<Option<Signal>>) -> Self {
+    pub fn signal(&mut self, signal: impl Into<Option<Signal>>) -> &mut Self {
         self.policy.signal = signal.into();
         self
     }
 
     /// Sets the grace between the first signal and `SIGKILL` (default 5 s).
-    pub fn grace(mut self, grace: Duration) -> Self {
+    pub fn grace(&mut self, grace: Duration) -> &mut Self {
         self.policy.grace = grace;
         self
     }
@@ -248,38 +266,38 @@ impl Command {
     /// Sets what else ends the grace: with [`GraceEnds::AtLeaderExit`], the
     /// leader's exit does, and what is left of the tree then gets `SIGKILL`
     /// at once (default [`GraceEnds::WhenElapsed`]: only the grace passing).
-    pub fn grace_ends(mut self, ends: GraceEnds) -> Self {
+    pub fn grace_ends(&mut self, ends: GraceEnds) -> &mut Self {
         self.policy.grace_ends = ends;
         self
     }
 
     /// Sets how long to wait after `SIGKILL` before reporting survivors
     /// (default 1 s).
-    pub fn final_bound(mut self, bound: Duration) -> Self {
+    pub fn final_bound(&mut self, bound: Duration) -> &mut Self {
         self.policy.final_bound = bound;
         self
     }
 
     /// Terminates the tree when this much time has passed since the spawn.
-    pub fn timeout(mut self, limit: Duration) -> Self {
+    pub fn timeout(&mut self, limit: Duration) -> &mut Self {
         self.timeout = Some(limit);
         self
     }
 
     /// Terminates the tree when this token is cancelled.
-    pub fn cancel_on(mut self, token: CancellationToken) -> Self {
+    pub fn cancel_on(&mut self, token: CancellationToken) -> &mut Self {
         self.cancel = Some(token);
         self
     }
 
     /// Chooses the containment backend (default: the best available).
-    pub fn backend(mut self, choice: BackendChoice) -> Self {
+    pub fn backend(&mut self, choice: BackendChoice) -> &mut Self {
         self.backend = choice;
         self
     }
 
     /// What to do with processes left behind when the leader exits.
-    pub fn leftovers(mut self, leftovers: Leftovers) -> Self {
+    pub fn leftovers(&mut self, leftovers: Leftovers) -> &mut Self {
         self.leftovers = leftovers;
         self
     }
@@ -292,13 +310,13 @@ impl Command {
     /// before anything starts. What the limits did is in
     /// [`CleanupReport::limits`](crate::outcome::CleanupReport::limits); a
     /// tree a limit ended is [`Outcome::LimitExceeded`](crate::outcome::Outcome::LimitExceeded).
-    pub fn limits(mut self, limits: Limits) -> Self {
+    pub fn limits(&mut self, limits: Limits) -> &mut Self {
         self.limits = limits;
         self
     }
 
     /// Keeps at most this many bytes per captured stream.
-    pub fn capture_limit(mut self, bytes: usize) -> Self {
+    pub fn capture_limit(&mut self, bytes: usize) -> &mut Self {
         self.capture_limit = bytes;
         self
     }
@@ -310,7 +328,7 @@ impl Command {
     /// leader there and still end the whole tree; the group backend needs a
     /// process group of its own, so with this on it is never chosen, and
     /// asking for it is [`Error::BackendUnavailable`](crate::error::Error).
-    pub fn foreground(mut self, on: bool) -> Self {
+    pub fn foreground(&mut self, on: bool) -> &mut Self {
         self.foreground = on;
         self
     }
@@ -320,7 +338,10 @@ impl Command {
     /// first signal and only starts the grace (GNU `timeout -v` says
     /// `sending signal ...` at that moment, even for `-s 0`). It runs on the
     /// supervising task: it must not block.
-    pub fn on_signal(mut self, callback: impl Fn(Option<Signal>) + Send + Sync + 'static) -> Self {
+    pub fn on_signal(
+        &mut self,
+        callback: impl Fn(Option<Signal>) + Send + Sync + 'static,
+    ) -> &mut Self {
         self.on_signal = OnSignal(Some(Arc::new(callback)));
         self
     }
@@ -328,14 +349,14 @@ impl Command {
     /// Whether a watchdog process kills the tree if this process dies without
     /// cleaning up (default on; see [`crate::owner::watchdog`]). Off, or without a
     /// watchdog executable, the report says the guard is off.
-    pub fn watchdog(mut self, on: bool) -> Self {
+    pub fn watchdog(&mut self, on: bool) -> &mut Self {
         self.watchdog = on;
         self
     }
 
     /// Whether the tree is recorded in the crash ledger (default on; see
     /// [`crate::owner::ledger`]).
-    pub fn ledger(mut self, on: bool) -> Self {
+    pub fn ledger(&mut self, on: bool) -> &mut Self {
         self.ledger = on;
         self
     }
@@ -352,7 +373,7 @@ impl Command {
     /// Set [`Command::group`] too: otherwise the group stays corral's own
     /// (root's group when corral is root). The environment is not changed
     /// (`HOME`, `USER` stay as given).
-    pub fn user(mut self, uid: u32) -> Self {
+    pub fn user(&mut self, uid: u32) -> &mut Self {
         self.uid = Some(uid);
         self
     }
@@ -360,7 +381,7 @@ impl Command {
     /// Runs the command with primary group `gid` (`setgid` before `exec`,
     /// supplementary groups dropped when corral is root). Needs root unless
     /// `gid` is corral's own.
-    pub fn group(mut self, gid: u32) -> Self {
+    pub fn group(&mut self, gid: u32) -> &mut Self {
         self.gid = Some(gid);
         self
     }
@@ -372,7 +393,7 @@ impl Command {
     /// ([`host::sigpipe_ignored_at_start`](crate::host::sigpipe_ignored_at_start)):
     /// its command then gets `EPIPE` from a write to a closed pipe instead
     /// of dying of the signal. Every other ignored signal is inherited as is.
-    pub fn ignore_sigpipe(mut self, ignore: bool) -> Self {
+    pub fn ignore_sigpipe(&mut self, ignore: bool) -> &mut Self {
         self.ignore_sigpipe = ignore;
         self
     }
@@ -383,7 +404,7 @@ impl Command {
     /// `SIGTTIN` and `SIGTTOU`, which it ignores itself, in its child.
     /// `SIGKILL` and `SIGSTOP`, never ignored, are left out; so is a
     /// `SIGPIPE` that [`ignore_sigpipe`](Self::ignore_sigpipe) asks for.
-    pub fn default_signals(mut self, signals: impl IntoIterator<Item = Signal>) -> Self {
+    pub fn default_signals(&mut self, signals: impl IntoIterator<Item = Signal>) -> &mut Self {
         for signal in signals {
             let number = signal.number();
             if (1..=64).contains(&number) && signal != Signal::KILL && signal != Signal::STOP {
@@ -401,9 +422,58 @@ impl Command {
     /// [`Command::user`]). Off by default; [`Command::foreground`] is then
     /// without effect (the tree has no terminal to be in the foreground
     /// of).
-    pub fn new_session(mut self, on: bool) -> Self {
+    pub fn new_session(&mut self, on: bool) -> &mut Self {
         self.new_session = on;
         self
+    }
+
+    /// The program, as given to [`Command::new`].
+    pub fn get_program(&self) -> &OsStr {
+        &self.program
+    }
+
+    /// The arguments, in order.
+    pub fn get_args(&self) -> impl ExactSizeIterator<Item = &OsStr> {
+        self.args.iter().map(OsString::as_os_str)
+    }
+
+    /// The environment changes, in the order they were made: `(key,
+    /// Some(value))` for a variable set, `(key, None)` for one removed. After
+    /// [`Command::env_clear`], only the changes made since.
+    pub fn get_envs(&self) -> impl ExactSizeIterator<Item = (&OsStr, Option<&OsStr>)> {
+        self.env
+            .iter()
+            .map(|(key, value)| (key.as_os_str(), value.as_deref()))
+    }
+
+    /// Whether the command starts from an empty environment
+    /// ([`Command::env_clear`]).
+    pub fn get_env_clear(&self) -> bool {
+        self.env_clear
+    }
+
+    /// The working directory set by [`Command::current_dir`] (`None` if none
+    /// was, or if it was given as a descriptor).
+    pub fn get_current_dir(&self) -> Option<&Path> {
+        match &self.cwd {
+            Some(WorkingDir::Path(path)) => Some(path),
+            _ => None,
+        }
+    }
+
+    /// The termination policy.
+    pub fn get_policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The time limit, if one is set.
+    pub fn get_timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// The limits.
+    pub fn get_limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// The command line, arguments joined by spaces, for messages.

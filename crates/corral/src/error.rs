@@ -39,6 +39,26 @@ pub enum Error {
         /// Why it is unavailable, and what would make it available.
         reason: String,
     },
+    /// A stream was given a [`Stdio`](crate::Stdio) it cannot have (standard
+    /// input captured); nothing was started.
+    #[error("invalid {stream}: {reason}")]
+    InvalidStdio {
+        /// `stdin`, `stdout` or `stderr`.
+        stream: &'static str,
+        /// What is wrong, and what to use instead.
+        reason: &'static str,
+    },
+    /// [`Command::spawn`](crate::Command::spawn) was called outside a tokio
+    /// runtime; nothing was started.
+    #[error(
+        "corral spawns within a tokio runtime (its supervisor is a task of it); call spawn from \
+         inside one, e.g. under #[tokio::main] or Runtime::block_on"
+    )]
+    NoRuntime,
+    /// [`Child::wait`](crate::Child::wait) was called again after it had
+    /// returned the call's result.
+    #[error("the call's result was already taken by an earlier wait")]
+    AlreadyWaited,
     /// The limits asked for are not valid values (zero processes, a
     /// negative CPU share); nothing was started.
     #[error("invalid limits: {0}")]

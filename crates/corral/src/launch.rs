@@ -13,8 +13,8 @@ use std::{
 };
 
 use crate::{
-    command::Command, command::Input, command::Output, command::WorkingDir, contain,
-    contain::Prepared, error::Error, error::SpawnFailure, sys,
+    command::Command, command::Stdio, command::WorkingDir, contain, contain::Prepared,
+    error::Error, error::SpawnFailure, sys,
 };
 
 /// A leader that runs: our unreaped child, with its pidfd and our ends of
@@ -244,9 +244,9 @@ fn launch_into_cgroup(
         .collect::<io::Result<Vec<_>>>()
         .map_err(Launch::Failed)?;
     let cwd = ChildCwd::new(command.cwd.as_ref(), creds.changes_user()).map_err(Launch::Failed)?;
-    let stdin = input(command.stdin).map_err(Launch::Failed)?;
-    let stdout = output(command.stdout).map_err(Launch::Failed)?;
-    let stderr = output(command.stderr).map_err(Launch::Failed)?;
+    let stdin = stream(command.stdin, true).map_err(Launch::Failed)?;
+    let stdout = stream(command.stdout, false).map_err(Launch::Failed)?;
+    let stderr = stream(command.stderr, false).map_err(Launch::Failed)?;
     let exec = sys::Exec {
         programs: &programs,
         argv: &argv,
@@ -341,18 +341,14 @@ fn std_command(command: &Command, cwd: bool) -> std::process::Command {
     if let Some(WorkingDir::Path(dir)) = command.cwd.as_ref().filter(|_| cwd) {
         std_command.current_dir(dir);
     }
-    std_command.stdin(match command.stdin {
-        Input::Null => std::process::Stdio::null(),
-        Input::Inherit => std::process::Stdio::inherit(),
-        Input::Piped => std::process::Stdio::piped(),
-    });
-    let output = |mode| match mode {
-        Output::Capture | Output::Piped => std::process::Stdio::piped(),
-        Output::Inherit => std::process::Stdio::inherit(),
-        Output::Null => std::process::Stdio::null(),
+    let stdio = |mode| match mode {
+        Stdio::Capture | Stdio::Piped => std::process::Stdio::piped(),
+        Stdio::Inherit => std::process::Stdio::inherit(),
+        Stdio::Null => std::process::Stdio::null(),
     };
-    std_command.stdout(output(command.stdout));
-    std_command.stderr(output(command.stderr));
+    std_command.stdin(stdio(command.stdin));
+    std_command.stdout(stdio(command.stdout));
+    std_command.stderr(stdio(command.stderr));
     std_command
 }
 
@@ -413,41 +409,31 @@ struct Stream {
     parent: Option<OwnedFd>,
 }
 
-fn input(mode: Input) -> io::Result<Stream> {
+/// The command's end and ours of one standard stream; `input` for
+/// standard input (`Stdio::Capture`, refused there by the spawn's checks,
+/// would be a pipe as `Piped`).
+fn stream(mode: Stdio, input: bool) -> io::Result<Stream> {
     Ok(match mode {
-        Input::Inherit => Stream {
+        Stdio::Inherit => Stream {
             child: None,
             parent: None,
         },
-        Input::Null => Stream {
-            child: Some(fs::File::open("/dev/null")?.into()),
+        Stdio::Null => Stream {
+            child: Some(
+                fs::OpenOptions::new()
+                    .read(input)
+                    .write(!input)
+                    .open("/dev/null")?
+                    .into(),
+            ),
             parent: None,
         },
-        Input::Piped => {
+        Stdio::Capture | Stdio::Piped => {
             let (read, write) = sys::pipe()?;
+            let (child, parent) = if input { (read, write) } else { (write, read) };
             Stream {
-                child: Some(read),
-                parent: Some(write),
-            }
-        }
-    })
-}
-
-fn output(mode: Output) -> io::Result<Stream> {
-    Ok(match mode {
-        Output::Inherit => Stream {
-            child: None,
-            parent: None,
-        },
-        Output::Null => Stream {
-            child: Some(fs::OpenOptions::new().write(true).open("/dev/null")?.into()),
-            parent: None,
-        },
-        Output::Capture | Output::Piped => {
-            let (read, write) = sys::pipe()?;
-            Stream {
-                child: Some(write),
-                parent: Some(read),
+                child: Some(child),
+                parent: Some(parent),
             }
         }
     })
@@ -619,7 +605,8 @@ mod tests {
 
     #[test]
     fn environment_applies_changes_in_order() {
-        let command = Command::new("x")
+        let mut command = Command::new("x");
+        command
             .env_clear()
             .env("A", "1")
             .env("B", "2")
@@ -631,7 +618,8 @@ mod tests {
             .map(CString::into_bytes)
             .collect();
         assert_eq!(env, vec![b"B=2".to_vec(), b"C=3".to_vec()]);
-        let bad = Command::new("x").env("K", "a\0b");
+        let mut bad = Command::new("x");
+        bad.env("K", "a\0b");
         assert!(environment(&bad).is_err());
     }
 }

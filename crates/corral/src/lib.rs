@@ -50,6 +50,8 @@
 //! - `launch`: starting the leader; `supervise`: the driver that ties them
 //!   together; [`Child`] (`child.rs`): the caller's handle.
 //! - [`host`]: settings of a process dedicated to supervision.
+//! - [`settings`]: every process-wide setting ([`Settings`]: watchdog
+//!   executable, subreaper, ledger directory, start-up sweep) in one place.
 
 #![cfg(target_os = "linux")]
 // `unsafe` lives only in `sys`, each block with a `// SAFETY:` line.
@@ -72,6 +74,7 @@ mod launch;
 pub mod limits;
 pub mod outcome;
 mod owner;
+pub mod settings;
 pub mod signal;
 mod supervise;
 #[allow(unsafe_code)]
@@ -84,11 +87,12 @@ pub use backend::{Backend, BackendChoice};
 pub use capabilities::{BackendStatus, Capabilities, LimitStatus, capabilities};
 pub use capture::{Captured, OutputTap};
 pub use child::{Child, ChildOutput, ChildStdin, Control};
-pub use command::{Command, DEFAULT_CAPTURE_LIMIT, Input, Leftovers, Output};
+pub use command::{Command, DEFAULT_CAPTURE_LIMIT, Leftovers, Stdio};
 pub use contain::claim_subreaper;
 pub use error::{Error, SpawnFailure};
 pub use limits::{Limit, LimitKind, Limits, LimitsReport};
 pub use outcome::{CleanupReport, Exit, Finished, Outcome, ProcessInfo, SignalSent, Trigger};
 pub use owner::disable_startup_sweep;
+pub use settings::Settings;
 pub use signal::{ParseSignalError, Signal};
 pub use terminate::{GraceEnds, Policy};

@@ -43,6 +43,31 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Whether the leader exited by itself with code 0, as
+    /// [`std::process::ExitStatus::success`].
+    ///
+    /// ```
+    /// assert!(corral::Outcome::Exited { code: 0 }.success());
+    /// assert!(!corral::Outcome::TimedOut.success());
+    /// ```
+    pub fn success(&self) -> bool {
+        matches!(self, Self::Exited { code: 0 })
+    }
+
+    /// The leader's exit code, if it exited by itself ([`Outcome::Exited`]),
+    /// as [`std::process::ExitStatus::code`].
+    ///
+    /// ```
+    /// assert_eq!(corral::Outcome::Exited { code: 3 }.code(), Some(3));
+    /// assert_eq!(corral::Outcome::Cancelled.code(), None);
+    /// ```
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            Self::Exited { code } => Some(*code),
+            _ => None,
+        }
+    }
+
     /// Whether what the command did before it was stopped is unknown. True for
     /// [`Outcome::TimedOut`], [`Outcome::Cancelled`] and
     /// [`Outcome::LimitExceeded`]: the command may have completed part of
@@ -105,14 +130,14 @@ pub struct CleanupReport {
     /// allowed to write another cgroup's `cgroup.procs`: root, or the owner
     /// of a delegated subtree) and still ran at the end: each was sent
     /// `SIGKILL` by identity. Empty with the other backends.
-    pub left_cgroup: Vec<ProcessInfo>,
+    pub moved_out: Vec<ProcessInfo>,
     /// Processes deliberately left running ([`Leftovers::Release`](crate::command::Leftovers::Release)).
     pub released: Vec<ProcessInfo>,
     /// The cgroup used, if any.
     pub cgroup: Option<PathBuf>,
     /// Whether that cgroup directory could not be removed (only with
     /// survivors).
-    pub cgroup_left: bool,
+    pub cgroup_not_removed: bool,
     /// From the spawn to the trigger.
     #[serde(serialize_with = "crate::duration::secs")]
     pub run_time: Duration,
@@ -136,9 +161,9 @@ pub struct Finished {
     /// How the leader itself ended, if it could be reaped (after a timeout it
     /// usually died of corral's signal).
     pub leader: Option<Exit>,
-    /// Captured standard output (empty unless [`Output::Capture`](crate::command::Output::Capture)).
+    /// Captured standard output (empty unless [`Stdio::Capture`](crate::Stdio::Capture)).
     pub stdout: Captured,
-    /// Captured standard error (empty unless [`Output::Capture`](crate::command::Output::Capture)).
+    /// Captured standard error (empty unless [`Stdio::Capture`](crate::Stdio::Capture)).
     pub stderr: Captured,
     /// What the cleanup did.
     pub report: CleanupReport,

@@ -8,7 +8,8 @@ async fn run_on(backend: Backend, script: &str, timeout_ms: u64) -> Option<corra
     if backend == Backend::Subreaper {
         corral::claim_subreaper();
     }
-    let command = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .args(["-c", script])
         .timeout(Duration::from_millis(timeout_ms))
         .grace(Duration::from_millis(300))
@@ -94,16 +95,15 @@ async fn refuses_to_supervise_when_children_are_reaped_by_the_kernel() {
     assert_eq!(finished.outcome, Outcome::Exited { code: 0 });
 }
 
-/// `Output::Piped` hands each stream to the caller, once.
+/// `Stdio::Piped` hands each stream to the caller, once.
 #[tokio::test]
 async fn piped_output_is_handed_to_the_caller() {
     use tokio::io::AsyncReadExt;
     let mut child = Command::new("sh")
         .args(["-c", "echo out; echo err >&2"])
-        .stdout(corral::Output::Piped)
-        .stderr(corral::Output::Piped)
+        .stdout(corral::Stdio::Piped)
+        .stderr(corral::Stdio::Piped)
         .spawn()
-        .await
         .expect("spawns");
     let mut stdout = child.take_stdout().expect("piped stdout");
     let mut stderr = child.take_stderr().expect("piped stderr");
@@ -121,13 +121,12 @@ async fn piped_output_is_handed_to_the_caller() {
 /// spawn, the wait and the cancellation never overflow an instant.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn duration_max_limits_do_not_panic() {
-    let child = Command::new("sh")
+    let mut child = Command::new("sh")
         .args(["-c", "echo started; exec sleep 1000"])
         .timeout(Duration::MAX)
         .grace(Duration::MAX)
         .final_bound(Duration::MAX)
         .spawn()
-        .await
         .expect("spawn");
     let tap = child.stdout_tap().expect("captured stdout");
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -34,7 +34,7 @@ impl Drop for Scratch {
 
 /// Runs `command` on `backend`: its stdout, or `None` when the backend is
 /// not available here.
-async fn stdout_on(backend: Backend, command: Command) -> Option<String> {
+async fn stdout_on(backend: Backend, mut command: Command) -> Option<String> {
     if backend == Backend::Subreaper {
         corral::claim_subreaper();
     }
@@ -86,9 +86,10 @@ async fn an_open_directory_is_entered_where_it_is_not_where_its_path_now_points(
             // a symlink to somewhere else.
             fs::rename(&checked, &moved).expect("rename");
             std::os::unix::fs::symlink(&outside, &checked).expect("symlink");
-            let mut command = Command::new("pwd").arg("-P").current_dir_fd(dir.clone());
+            let mut command = Command::new("pwd");
+            command.arg("-P").current_dir_fd(dir.clone());
             if as_nobody {
-                command = command.user(65534).group(65534);
+                command.user(65534).group(65534);
             }
             if let Some(stdout) = stdout_on(backend, command).await {
                 assert_eq!(
@@ -99,7 +100,8 @@ async fn an_open_directory_is_entered_where_it_is_not_where_its_path_now_points(
             }
             // The command did not keep the descriptor: none of its open
             // descriptors is the directory.
-            let command = Command::new("sh")
+            let mut command = Command::new("sh");
+            command
                 .args([
                     "-c",
                     "for fd in /proc/$$/fd/*; do readlink \"$fd\" || true; done",
@@ -131,12 +133,13 @@ async fn relative_path_entries_are_searched_from_the_working_directory() {
     );
     for backend in Backend::ALL {
         for by_descriptor in [false, true] {
-            let command = Command::new("corral-found-here").env("PATH", "bin:/usr/bin:/bin");
-            let command = if by_descriptor {
-                command.current_dir_fd(open_dir(&scratch.0))
+            let mut command = Command::new("corral-found-here");
+            command.env("PATH", "bin:/usr/bin:/bin");
+            if by_descriptor {
+                command.current_dir_fd(open_dir(&scratch.0));
             } else {
-                command.current_dir(&scratch.0)
-            };
+                command.current_dir(&scratch.0);
+            }
             if let Some(stdout) = stdout_on(backend, command).await {
                 assert_eq!(
                     stdout, "found in the working directory\n",
@@ -166,7 +169,8 @@ async fn another_users_command_enters_an_open_directory_only_where_it_may_walk()
             corral::claim_subreaper();
         }
         // Root walks the path: the descriptor is entered.
-        let command = Command::new("pwd").arg("-P").current_dir_fd(dir.clone());
+        let mut command = Command::new("pwd");
+        command.arg("-P").current_dir_fd(dir.clone());
         if let Some(stdout) = stdout_on(backend, command).await {
             assert_eq!(stdout, format!("{}\n", open.display()), "{backend}");
         }
@@ -213,7 +217,8 @@ async fn a_new_session_leaves_the_callers_session_and_terminal() {
     for backend in Backend::ALL {
         for new_session in [false, true] {
             // `sh`'s own stat line (the builtin `read`, no child process).
-            let command = Command::new("sh")
+            let mut command = Command::new("sh");
+            command
                 .args(["-c", "read -r line < /proc/$$/stat; echo \"$line\""])
                 .new_session(new_session);
             let Some(stdout) = stdout_on(backend, command).await else {
@@ -246,13 +251,15 @@ async fn another_users_program_is_looked_up_with_its_own_rights() {
     let path = format!("{}:/usr/bin:/bin", private.display());
     for backend in Backend::ALL {
         // Root finds its own.
-        let command = Command::new("true").env("PATH", &path);
+        let mut command = Command::new("true");
+        command.env("PATH", &path);
         if let Some(stdout) = stdout_on(backend, command).await {
             assert_eq!(stdout, "private\n", "{backend}");
         }
         // nobody cannot search `private`: as `execvp` would, it goes on to
         // the system's `true`, instead of failing on the one root found.
-        let command = Command::new("true")
+        let mut command = Command::new("true");
+        command
             .env("PATH", &path)
             .current_dir("/")
             .user(65534)

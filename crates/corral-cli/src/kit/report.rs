@@ -90,7 +90,7 @@ impl Cleanup {
             signals: report.signals.clone(),
             escalated: report.escalated,
             survivors: report.survivors.clone(),
-            left_cgroup: report.left_cgroup.clone(),
+            left_cgroup: report.moved_out.clone(),
             cgroup: report.cgroup.clone(),
             notes: notes.into_iter().chain(report.notes.clone()).collect(),
             limits: report.limits.clone(),
@@ -118,12 +118,12 @@ pub fn tell_leftovers(report: &CleanupReport, whose: &str, hint: &str, final_bou
             .collect();
         names.join(", ")
     };
-    if !report.left_cgroup.is_empty() {
+    if !report.moved_out.is_empty() {
         say!(
             "{} process(es) {whose}had moved out of the leaf cgroup and were killed by \
              identity: {}{hint}",
-            report.left_cgroup.len(),
-            list(&report.left_cgroup)
+            report.moved_out.len(),
+            list(&report.moved_out)
         );
     }
     if !report.survivors.is_empty() {

@@ -176,12 +176,14 @@ async fn send(
 fn server_command(command: &[std::ffi::OsString], tree: &ServerTreeArgs) -> corral::Command {
     // clap requires at least one word after `--`.
     let (program, rest) = command.split_first().expect("a server command");
-    corral::Command::new(program)
+    let mut command = corral::Command::new(program);
+    command
         .args(rest)
         .grace(tree.kill_after)
         .final_bound(tree.final_bound)
         .backend(tree.backend)
-        .limits(tree.limits.limits())
+        .limits(tree.limits.limits());
+    command
 }
 
 fn connect_options(args: &ClientArgs, cancel: CancellationToken) -> ConnectOptions {

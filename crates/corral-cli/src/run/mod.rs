@@ -11,7 +11,7 @@ use std::{
 };
 
 use anyhow::Context;
-use corral::{Finished, Input, Output, Signal};
+use corral::{Finished, Signal, Stdio};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -62,7 +62,7 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
     };
 
     let cancel = CancellationToken::new();
-    let command = match command(args, &personality, cancel.clone()) {
+    let mut command = match command(args, &personality, cancel.clone()) {
         Ok(command) => command,
         Err(error) => {
             // A bad --user: nothing ran, and the report says why.
@@ -75,7 +75,7 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
             return Ok(status);
         }
     };
-    let child = match command.spawn().await {
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(error) => {
             let status = Status::of_spawn_error(&error);
@@ -191,11 +191,12 @@ fn command(
         .command
         .split_first()
         .context("no command given: put it after `--`")?;
-    let command = corral::Command::new(program)
+    let mut command = corral::Command::new(program);
+    command
         .args(rest)
-        .stdin(Input::Inherit)
-        .stdout(Output::Inherit)
-        .stderr(Output::Inherit)
+        .stdin(Stdio::Inherit)
+        .stdout(Stdio::Inherit)
+        .stderr(Stdio::Inherit)
         .signal(args.signal.0)
         .foreground(args.foreground)
         .grace(args.kill_after)
@@ -207,22 +208,17 @@ fn command(
         .ignore_sigpipe(corral::host::sigpipe_ignored_at_start() == Some(true))
         .default_signals(signals::JOB_CONTROL)
         .cancel_on(cancel);
-    let command = match personality.on_signal(&args.command, args.verbose) {
-        Some(say_each) => command.on_signal(say_each),
-        None => command,
-    };
-    let command = match &args.user {
-        Some(spec) => {
-            let ids = crate::user::resolve(spec)?;
-            command.user(ids.uid).group(ids.gid)
-        }
-        None => command,
-    };
-    Ok(if args.timeout.is_zero() {
-        command
-    } else {
-        command.timeout(args.timeout)
-    })
+    if let Some(say_each) = personality.on_signal(&args.command, args.verbose) {
+        command.on_signal(say_each);
+    }
+    if let Some(spec) = &args.user {
+        let ids = crate::user::resolve(spec)?;
+        command.user(ids.uid).group(ids.gid);
+    }
+    if !args.timeout.is_zero() {
+        command.timeout(args.timeout);
+    }
+    Ok(command)
 }
 
 /// What the cleanup did, on standard error: every signal with `-v`,

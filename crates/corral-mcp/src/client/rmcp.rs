@@ -16,9 +16,10 @@
 //! use corral_mcp::client::rmcp::CorralProcess;
 //! use rmcp::ServiceExt as _;
 //!
-//! let command = corral::Command::new("npx").args(["-y", "@modelcontextprotocol/server-everything"]);
-//! // Was: ().serve(TokioChildProcess::new(tokio::process::Command::new("npx")...)?).await?
-//! let transport = CorralProcess::new(command).await?;
+//! let mut command = corral::Command::new("npx");
+//! command.args(["-y", "@modelcontextprotocol/server-everything"]);
+//! // Was: let transport = TokioChildProcess::new(command)?;
+//! let transport = CorralProcess::new(command)?;
 //! let report = transport.finished();
 //! let client = ().serve(transport).await?;
 //! let tools = client.list_all_tools().await?;
@@ -36,7 +37,7 @@ use ::rmcp::{
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::{Transport, async_rw::AsyncRwTransport},
 };
-use corral::{Backend, Child, ChildOutput, ChildStdin, Command, Finished, Input, Output};
+use corral::{Backend, Child, ChildOutput, ChildStdin, Command, Finished, Stdio};
 use tokio::sync::watch;
 
 use crate::wrap::{error::WrapError, options::DEFAULT_CLOSE_GRACE};
@@ -70,7 +71,7 @@ pub struct CorralProcess {
 #[derive(Debug)]
 pub struct CorralProcessBuilder {
     command: Command,
-    stderr: Output,
+    stderr: Stdio,
     close_grace: Duration,
 }
 
@@ -100,8 +101,8 @@ impl CorralProcess {
     /// # Errors
     /// [`WrapError::Spawn`] if the command cannot be started (nothing is left
     /// running).
-    pub async fn new(command: Command) -> Result<Self, WrapError> {
-        let (process, _stderr) = Self::builder(command).spawn().await?;
+    pub fn new(command: Command) -> Result<Self, WrapError> {
+        let (process, _stderr) = Self::builder(command).spawn()?;
         Ok(process)
     }
 
@@ -109,7 +110,7 @@ impl CorralProcess {
     pub fn builder(command: Command) -> CorralProcessBuilder {
         CorralProcessBuilder {
             command,
-            stderr: Output::Inherit,
+            stderr: Stdio::Inherit,
             close_grace: DEFAULT_CLOSE_GRACE,
         }
     }
@@ -146,7 +147,7 @@ impl CorralProcess {
     /// An [`std::io::Error`] if corral's supervisor was lost (the runtime is
     /// shutting down); the tree is killed by the supervisor's own `Drop`.
     pub async fn graceful_shutdown(&mut self) -> std::io::Result<()> {
-        let Some(child) = self.child.take() else {
+        let Some(mut child) = self.child.take() else {
             return Ok(());
         };
         let control = child.control();
@@ -189,10 +190,10 @@ impl CorralProcess {
 
 impl CorralProcessBuilder {
     /// Where the server's standard error goes (default:
-    /// [`Output::Inherit`]). With [`Output::Piped`], [`spawn`](Self::spawn)
-    /// returns its reader; with [`Output::Capture`] it is in the
+    /// [`Stdio::Inherit`]). With [`Stdio::Piped`], [`spawn`](Self::spawn)
+    /// returns its reader; with [`Stdio::Capture`] it is in the
     /// [`Finished`] report.
-    pub fn stderr(mut self, stderr: Output) -> Self {
+    pub fn stderr(mut self, stderr: Stdio) -> Self {
         self.stderr = stderr;
         self
     }
@@ -205,19 +206,21 @@ impl CorralProcessBuilder {
     }
 
     /// Spawns the tree. Returns the transport and, with
-    /// [`Output::Piped`] standard error, its reader.
+    /// [`Stdio::Piped`] standard error, its reader.
+    ///
+    /// Like [`corral::Command::spawn`], it must be called within a tokio
+    /// runtime and does the spawn's blocking work on the calling thread.
     ///
     /// # Errors
     /// [`WrapError::Spawn`] if the command cannot be started (nothing is left
     /// running).
-    pub async fn spawn(self) -> Result<(CorralProcess, Option<ChildOutput>), WrapError> {
+    pub fn spawn(mut self) -> Result<(CorralProcess, Option<ChildOutput>), WrapError> {
         let mut child = self
             .command
-            .stdin(Input::Piped)
-            .stdout(Output::Piped)
+            .stdin(Stdio::Piped)
+            .stdout(Stdio::Piped)
             .stderr(self.stderr)
             .spawn()
-            .await
             .map_err(WrapError::Spawn)?;
         let (Some(stdin), Some(stdout)) = (child.take_stdin(), child.take_stdout()) else {
             // Unreachable with piped stdio; the dropped child is terminated.

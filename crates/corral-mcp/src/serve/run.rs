@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use corral::{BackendChoice, Finished, Input, Leftovers, Outcome, Output};
+use corral::{BackendChoice, Finished, Leftovers, Outcome, Stdio};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
@@ -146,12 +146,13 @@ pub(crate) async fn execute(
         },
         Program::Shell(shell) => ("/bin/sh".into(), vec!["-c".into(), shell.clone()]),
     };
-    let mut command = corral::Command::new(&program)
+    let mut command = corral::Command::new(&program);
+    command
         .args(&args)
         .current_dir_fd(plan.cwd.dir())
-        .stdin(Input::Piped)
-        .stdout(Output::Piped)
-        .stderr(Output::Piped)
+        .stdin(Stdio::Piped)
+        .stdout(Stdio::Piped)
+        .stderr(Stdio::Piped)
         .timeout(plan.timeout)
         .grace(plan.kill_after)
         .final_bound(plan.final_bound)
@@ -165,15 +166,15 @@ pub(crate) async fn execute(
         .new_session(true)
         .cancel_on(cancel);
     for (key, value) in &plan.env {
-        command = command.env(key, value);
+        command.env(key, value);
     }
     if let Some(uid) = plan.user {
-        command = command.user(uid);
+        command.user(uid);
     }
     if let Some(gid) = plan.group {
-        command = command.group(gid);
+        command.group(gid);
     }
-    let mut child = match command.spawn().await {
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(error) => return spawn_failed(plan, format!("{program}: {error}"), started),
     };

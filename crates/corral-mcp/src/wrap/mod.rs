@@ -38,7 +38,7 @@ mod stdio;
 
 use std::{future::Future, time::Duration};
 
-use corral::{Finished, Input, Output, host::SignalWatch};
+use corral::{Finished, Stdio, host::SignalWatch};
 use tokio::{
     io::{AsyncRead, AsyncWrite},
     time::{Instant, sleep_until, timeout},
@@ -110,21 +110,18 @@ where
     let cancel = CancellationToken::new();
     let mut child = corral::Command::new(program)
         .args(args)
-        .stdin(Input::Piped)
-        .stdout(Output::Piped)
-        .stderr(Output::Inherit)
+        .stdin(Stdio::Piped)
+        .stdout(Stdio::Piped)
+        .stderr(Stdio::Inherit)
         .grace(options.kill_after)
         .final_bound(options.final_bound)
         .backend(options.backend)
         .limits(options.limits)
         .cancel_on(cancel.clone())
         .spawn()
-        .await
         .map_err(WrapError::Spawn)?;
     let spawned = Instant::now();
-    let pid = child.id();
-    // The leader is unreaped until `wait` returns, so this is its identity.
-    let start_time = corral::identity::read_stat(pid).map_or(0, |stat| stat.start_time);
+    let corral::identity::Identity { pid, start_time } = child.identity();
     tracing::info!(pid, backend = %child.backend(), "spawned the MCP server");
     let pipes = (child.take_stdin(), child.take_stdout());
     let (Some(mut server_in), Some(mut server_out)) = pipes else {

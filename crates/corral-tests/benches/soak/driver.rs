@@ -243,7 +243,7 @@ impl Soak {
                 report.survivors
             ));
         }
-        if report.cgroup_left {
+        if report.cgroup_not_removed {
             self.tally
                 .fail(format!("{what}: cgroup left: {:?}", report.cgroup));
         }

@@ -47,7 +47,8 @@ pub struct Setup {
 /// Runs one invocation as planned.
 pub async fn invoke(call: usize, plan: Plan, setup: Setup) -> Done {
     let token = CancellationToken::new();
-    let command = Command::new(&setup.fixture)
+    let mut command = Command::new(&setup.fixture);
+    command
         .args(&plan.args)
         .env(census::MARKER, setup.marker)
         .watchdog(setup.watchdog)
@@ -69,7 +70,7 @@ pub async fn invoke(call: usize, plan: Plan, setup: Setup) -> Done {
         drop(spawn);
         return done(plan, End::NotSpawned);
     }
-    let child = match command.spawn().await {
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(error) => return done(plan, End::Error(format!("spawn: {error}"))),
     };

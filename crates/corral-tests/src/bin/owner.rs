@@ -48,15 +48,16 @@ fn main() {
             .map(|exe| exe.with_file_name("fixture"))
             .unwrap_or_else(|_| usage()),
     };
-    let mut command = Command::new(fixture)
+    let mut command = Command::new(fixture);
+    command
         .args(fixture_args)
         .backend(backend)
         .grace(Duration::from_millis(number("--grace-ms").unwrap_or(300)));
     if options.iter().any(|o| o == "--no-watchdog") {
-        command = command.watchdog(false);
+        command.watchdog(false);
     }
     if let Some(ms) = number("--timeout-ms") {
-        command = command.timeout(Duration::from_millis(ms));
+        command.timeout(Duration::from_millis(ms));
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -66,7 +67,7 @@ fn main() {
             std::process::exit(1)
         });
     let code = runtime.block_on(async move {
-        let child = match command.spawn().await {
+        let mut child = match command.spawn() {
             Ok(child) => child,
             Err(error) => {
                 eprintln!("owner: {error}");

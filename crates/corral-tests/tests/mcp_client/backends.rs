@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use corral::{Backend, BackendChoice, Input, Output};
+use corral::{Backend, BackendChoice, Stdio};
 use corral_mcp::client::{CallOptions, Ended, Manager, Server};
 use corral_tests::{Guard, Proc};
 use serde_json::Value;
@@ -65,9 +65,8 @@ async fn teardown_on_every_backend_ends_the_whole_tree_on_disconnect() {
     for backend in backends {
         let files = Files::new(&format!("backend-{backend}"));
         let manager = Manager::new();
-        let command = files
-            .command(&["--helpers"])
-            .backend(BackendChoice::Only(backend));
+        let mut command = files.command(&["--helpers"]);
+        command.backend(BackendChoice::Only(backend));
         let connection = manager
             .connect("fx", Server::Stdio(command), quick())
             .await
@@ -111,11 +110,10 @@ async fn teardown_adopted_server_ends_the_whole_tree_on_disconnect() {
     let files = Files::new("adopted");
     let child = files
         .command(&["--helpers"])
-        .stdin(Input::Piped)
-        .stdout(Output::Piped)
-        .stderr(Output::Piped)
+        .stdin(Stdio::Piped)
+        .stdout(Stdio::Piped)
+        .stderr(Stdio::Piped)
         .spawn()
-        .await
         .expect("spawning the fixture");
     let manager = Manager::new();
     let connection = manager

@@ -45,7 +45,8 @@ impl Files {
     /// The fixture with `--pids`, `--log` and `--spawn-log` into this
     /// directory, and `args`.
     pub fn command(&self, args: &[&str]) -> corral::Command {
-        corral::Command::new(fixture())
+        let mut command = corral::Command::new(fixture());
+        command
             .backend(corral_tests::containing_backend())
             .arg("--pids")
             .arg(self.pids())
@@ -55,7 +56,8 @@ impl Files {
             .arg(self.spawns())
             .args(args)
             .grace(Duration::from_millis(500))
-            .final_bound(Duration::from_secs(2))
+            .final_bound(Duration::from_secs(2));
+        command
     }
 
     /// The server and its helpers, once the pids file exists (the fixture

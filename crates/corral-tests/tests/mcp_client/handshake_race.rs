@@ -29,7 +29,8 @@ async fn a_server_exiting_right_after_its_handshake_answer_still_connects() {
         workers.spawn(async move {
             for round in (worker..CONNECTS).step_by(CONCURRENCY) {
                 // No `--pids`: fixtures at once would race on its file.
-                let command = corral::Command::new(fixture())
+                let mut command = corral::Command::new(fixture());
+                command
                     .backend(corral_tests::containing_backend())
                     .arg("--spawn-log")
                     .arg(files.spawns())

@@ -108,7 +108,8 @@ fn proc_of(value: &Value) -> Proc {
 async fn teardown_python_sdk_server_with_escaping_helpers_on_disconnect() {
     let files = Files::new("python-sdk");
     let pids = files.pids();
-    let command = corral::Command::new(python())
+    let mut command = corral::Command::new(python());
+    command
         .backend(corral_tests::containing_backend())
         .arg(peer("fixture_server.py"))
         .env("CORRAL_MCP_FIXTURE_PIDS", &pids)
@@ -149,7 +150,8 @@ async fn teardown_python_sdk_server_with_escaping_helpers_on_disconnect() {
 async fn a_slow_starting_server_answering_the_discovery_late_is_reached() {
     let files = Files::new("python-late");
     let pids = files.pids();
-    let command = corral::Command::new("sh")
+    let mut command = corral::Command::new("sh");
+    command
         .backend(corral_tests::containing_backend())
         .args(["-c", "sleep 1; exec \"$0\" \"$1\""])
         .arg(python())
@@ -170,7 +172,8 @@ async fn a_slow_starting_server_answering_the_discovery_late_is_reached() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn teardown_server_everything_over_stdio_on_disconnect() {
-    let command = corral::Command::new("node")
+    let mut command = corral::Command::new("node");
+    command
         .backend(corral_tests::containing_backend())
         .arg(server_everything())
         .arg("stdio")

@@ -131,7 +131,8 @@ fn server(files: &Files, cycle: &Cycle) -> Server {
             .arg(files.spawns())
             .args(["--handshake-delay-ms", &delay])
             .grace(Duration::from_millis(500))
-            .final_bound(Duration::from_secs(2)),
+            .final_bound(Duration::from_secs(2))
+            .clone(),
     )
 }
 

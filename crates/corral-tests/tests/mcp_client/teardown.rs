@@ -208,7 +208,8 @@ async fn teardown_on_end_of_the_read_loop_ends_a_server_that_still_runs() {
     let manager = Manager::new();
     let mut options = quick();
     options.reconnect.attempts = 0;
-    let command = corral::Command::new("/bin/sh")
+    let mut command = corral::Command::new("/bin/sh");
+    command
         .backend(corral_tests::containing_backend())
         .arg("-c")
         .arg(r#""$0" "$@"; exec sleep 600 >&-"#)

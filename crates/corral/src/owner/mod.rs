@@ -37,6 +37,13 @@ pub fn disable_startup_sweep() {
     STARTUP_SWEEP_OFF.store(true, Ordering::SeqCst);
 }
 
+/// Whether the first spawn runs the start-up sweep: not turned off by
+/// [`disable_startup_sweep`] or `CORRAL_NO_STARTUP_SWEEP`.
+pub(crate) fn startup_sweep_on() -> bool {
+    !STARTUP_SWEEP_OFF.load(Ordering::SeqCst)
+        && std::env::var_os("CORRAL_NO_STARTUP_SWEEP").is_none()
+}
+
 /// How long the start-up sweep may take; records it has not reached by then
 /// are left for `corral reap` (and named in the log).
 const STARTUP_SWEEP_BOUND: Duration = Duration::from_secs(5);
@@ -48,9 +55,7 @@ const STARTUP_SWEEP_BOUND: Duration = Duration::from_secs(5);
 pub(crate) fn startup_sweep() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        if STARTUP_SWEEP_OFF.load(Ordering::SeqCst)
-            || std::env::var_os("CORRAL_NO_STARTUP_SWEEP").is_some()
-        {
+        if !startup_sweep_on() {
             return;
         }
         let Ok(me) = sys::current_exe() else {

@@ -425,10 +425,10 @@ mod tests {
             signals: Vec::new(),
             escalated: false,
             survivors: Vec::new(),
-            left_cgroup: Vec::new(),
+            moved_out: Vec::new(),
             released: Vec::new(),
             cgroup: None,
-            cgroup_left: false,
+            cgroup_not_removed: false,
             run_time: Duration::ZERO,
             cleanup_time: Duration::ZERO,
             notes: Vec::new(),
@@ -446,7 +446,7 @@ mod tests {
         let clean = report();
         assert!(!keeps_record(&clean, false));
         let mut left = report();
-        left.cgroup_left = true;
+        left.cgroup_not_removed = true;
         assert!(keeps_record(&left, false));
         assert!(!keeps_record(&left, true));
         let mut survived = report();
@@ -568,7 +568,8 @@ mod tests {
         });
         let log = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&log);
-        let command = crate::command::Command::new("x").on_signal(move |signal| {
+        let mut command = crate::command::Command::new("x");
+        command.on_signal(move |signal| {
             sink.lock().expect("log").push(signal);
         });
         let started = Instant::now();
@@ -630,7 +631,8 @@ mod tests {
         ] {
             let log = Arc::new(Mutex::new(Vec::new()));
             let sink = Arc::clone(&log);
-            let command = crate::command::Command::new("x").on_signal(move |signal| {
+            let mut command = crate::command::Command::new("x");
+            command.on_signal(move |signal| {
                 sink.lock().expect("log").push((signal, Instant::now()));
             });
             let mut tree = Fake::new(Some(Signal::KILL), Duration::ZERO);

@@ -30,11 +30,11 @@ use crate::{
     child::{Child, ChildOutput},
     command::Command,
     command::Leftovers,
-    command::Output,
+    command::Stdio,
     contain::{self, AppliedLimits, Leader, Tree},
     error::Error,
     exit::Exit,
-    identity,
+    identity::{self, Identity},
     launch::{self, Launched},
     outcome::CleanupReport,
     outcome::Finished,
@@ -59,23 +59,51 @@ const BUDGET_CHECK_MIN: Duration = Duration::from_millis(10);
 const BUDGET_CHECK_MAX: Duration = Duration::from_secs(1);
 
 impl Command {
-    /// Starts the command as an owned tree. The tree is supervised by a tokio
-    /// task from now on, whether or not the [`Child`] is awaited.
+    /// Starts the command as an owned tree. The tree is supervised by a task
+    /// of the current tokio runtime from now on, whether or not the
+    /// [`Child`] is awaited; the `Command` is left as it was, so it can be
+    /// spawned again.
+    ///
+    /// Must be called within a tokio runtime (any flavour, with its I/O and
+    /// time drivers enabled). It blocks the calling thread for the spawn
+    /// itself, as `tokio::process::Command::spawn` does: checks of the
+    /// working directory, credentials and limits, the leaf cgroup's
+    /// `mkdir` and limit writes, `clone3`, and the crash ledger's record
+    /// (a file written and renamed in the ledger directory). It does not
+    /// wait for the command.
     ///
     /// # Errors
-    /// [`Error::Spawn`] if the program cannot be started (nothing is left
-    /// running), [`Error::BackendUnavailable`] if a forced backend cannot be
-    /// used, [`Error::Cgroup`] if the cgroup cannot be prepared.
-    pub async fn spawn(self) -> Result<Child, Error> {
-        spawn(self)
+    /// [`Error::NoRuntime`] outside a tokio runtime, [`Error::InvalidStdio`]
+    /// or [`Error::InvalidLimits`] for settings that cannot be, and
+    /// [`Error::Spawn`] if the program cannot be started,
+    /// [`Error::BackendUnavailable`] if a forced backend cannot be used,
+    /// [`Error::Cgroup`] if the cgroup cannot be prepared. In each case
+    /// nothing is left running.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), corral::Error> {
+    /// let mut child = corral::Command::new("sleep").arg("1").spawn()?;
+    /// let finished = child.wait().await?;
+    /// assert!(finished.outcome.success());
+    /// # Ok(()) }
+    /// ```
+    pub fn spawn(&mut self) -> Result<Child, Error> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(Error::NoRuntime);
+        }
+        spawn(self.clone())
     }
 
-    /// Spawns and waits for the whole call.
+    /// Spawns and waits for the whole call, cleanup included: the
+    /// counterpart of `tokio::process::Command::output`.
+    ///
+    /// # Cancel safety
+    /// Dropping the future ends the tree (as dropping a [`Child`] does).
     ///
     /// # Errors
     /// As [`Command::spawn`] and [`Child::wait`].
-    pub async fn run(self) -> Result<Finished, Error> {
-        self.spawn().await?.wait().await
+    pub async fn run(&mut self) -> Result<Finished, Error> {
+        self.spawn()?.wait().await
     }
 }
 
@@ -93,6 +121,13 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
 }
 
 fn spawn_tree(mut command: Command) -> Result<Child, Error> {
+    if command.stdin == Stdio::Capture {
+        return Err(Error::InvalidStdio {
+            stream: "stdin",
+            reason: "standard input cannot be captured; use Stdio::Piped to write to it, or \
+                     Stdio::Null",
+        });
+    }
     command.limits.validate().map_err(Error::InvalidLimits)?;
     launch::check_cwd(&command)?;
     launch::check_credentials(&command)?;
@@ -168,6 +203,10 @@ fn spawn_tree(mut command: Command) -> Result<Child, Error> {
     let leader = crate::fault::after_launch().and_then(|()| open_leader(pid, pidfd))?;
     undo.start(&leader, &live)?;
     registration.spawned(&leader);
+    let identity = Identity {
+        pid,
+        start_time: leader.start_time,
+    };
     let limit = command.capture_limit;
     let (stdout_reader, stdout) = reader_for(stdout_fd, command.stdout, limit)?;
     let (stderr_reader, stderr) = reader_for(stderr_fd, command.stderr, limit)?;
@@ -215,7 +254,7 @@ fn spawn_tree(mut command: Command) -> Result<Child, Error> {
         let _ = sender.send(finished);
     });
     Ok(Child {
-        pid,
+        identity,
         backend,
         cgroup,
         stdin,
@@ -340,7 +379,7 @@ impl Drop for Undo {
 /// handed to the caller as a pipe.
 fn reader_for(
     stream: Option<OwnedFd>,
-    mode: Output,
+    mode: Stdio,
     limit: usize,
 ) -> Result<(Option<Reader>, Option<ChildOutput>), Error> {
     let Some(fd) = stream else {
@@ -351,7 +390,7 @@ fn reader_for(
         source,
     })?;
     Ok(match mode {
-        Output::Capture => (Some(Reader::start(receiver, limit)), None),
+        Stdio::Capture => (Some(Reader::start(receiver, limit)), None),
         _ => (None, Some(receiver)),
     })
 }
@@ -457,10 +496,10 @@ impl Supervision {
             signals: Vec::new(),
             escalated: false,
             survivors: Vec::new(),
-            left_cgroup: Vec::new(),
+            moved_out: Vec::new(),
             released: Vec::new(),
             cgroup: self.tree.cgroup_path(),
-            cgroup_left: false,
+            cgroup_not_removed: false,
             run_time: triggered - self.started,
             cleanup_time: Duration::ZERO,
             notes: std::mem::take(&mut self.registration.notes),
@@ -476,8 +515,8 @@ impl Supervision {
             report.released = self.tree.members();
             // Nobody's now: another tree of this process never adopts them.
             contain::released(report.released.iter().map(|p| (p.pid, p.start_time)));
-            report.cgroup_left = !self.tree.release();
-            if report.cgroup_left {
+            report.cgroup_not_removed = !self.tree.release();
+            if report.cgroup_not_removed {
                 report.notes.push(
                     "the released processes could not be moved out of their leaf cgroup, so \
                      it stays theirs (with its limits); remove it once they have exited"
@@ -501,7 +540,7 @@ impl Supervision {
             limit.filter(|_| matches!(trigger, Trigger::LeaderExited | Trigger::LimitExceeded))
         });
         if release.is_none() {
-            report.cgroup_left = !self.tree.close();
+            report.cgroup_not_removed = !self.tree.close();
         }
         report.cleanup_time = triggered.elapsed();
         let leader = self.reap_leader(&mut report);
@@ -679,7 +718,7 @@ impl Supervision {
         report.escalated = true;
         report.notes.push(format!(
             "{} member(s) had moved themselves out of the leaf cgroup; each was killed by \
-             identity (see left_cgroup). Run the command as another user (--user) so it \
+             identity (see moved_out). Run the command as another user (--user) so it \
              cannot leave",
             departed.killed.len()
         ));
@@ -690,7 +729,7 @@ impl Supervision {
                 departed.not_stopped
             ));
         }
-        report.left_cgroup = departed.killed;
+        report.moved_out = departed.killed;
         report.survivors.extend(departed.surviving);
     }
 
@@ -806,5 +845,5 @@ async fn finish_reader(reader: Option<Reader>, deadline: Instant, limit: usize) 
 /// later sweep or `corral reap` remove it). A leaf kept by released
 /// processes is theirs, and their record would have them killed.
 fn keeps_record(report: &CleanupReport, released: bool) -> bool {
-    !report.survivors.is_empty() || (report.cgroup_left && !released)
+    !report.survivors.is_empty() || (report.cgroup_not_removed && !released)
 }

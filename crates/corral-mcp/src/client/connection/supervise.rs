@@ -7,7 +7,7 @@ use std::{
     time::Duration,
 };
 
-use corral::{Input, Output};
+use corral::Stdio;
 use tokio::{
     io::{AsyncRead, AsyncWrite},
     sync::{oneshot, watch},
@@ -219,13 +219,12 @@ async fn supervise(
     };
     let (core, queue) = Core::new(options.queue, options.max_in_flight, options.stderr_tail);
     let link = match launch {
-        Launch::Spawn(command) => {
+        Launch::Spawn(mut command) => {
             let spawned = command
-                .stdin(Input::Piped)
-                .stdout(Output::Piped)
-                .stderr(Output::Piped)
-                .spawn()
-                .await;
+                .stdin(Stdio::Piped)
+                .stdout(Stdio::Piped)
+                .stderr(Stdio::Piped)
+                .spawn();
             match spawned {
                 Ok(child) => match piped(child) {
                     Ok(parts) => Link::Stdio(Box::new(parts)),
@@ -424,9 +423,7 @@ fn piped(mut child: corral::Child) -> Result<Wire, ConnectError> {
     let (Some(stdin), Some(stdout)) = (child.take_stdin(), child.take_stdout()) else {
         // Dropping the child ends its tree.
         return Err(ConnectError::Handshake {
-            why: "the server's stdin and stdout must be pipes (corral::Input::Piped, \
-                  corral::Output::Piped)"
-                .into(),
+            why: "the server's stdin and stdout must be pipes (corral::Stdio::Piped)".into(),
             stderr: String::new(),
         });
     };
@@ -436,7 +433,7 @@ fn piped(mut child: corral::Child) -> Result<Wire, ConnectError> {
     let control = child.control();
     let tree = Tree {
         control,
-        wait: Box::pin(child.wait()),
+        wait: Box::pin(async move { child.wait().await }),
         finished: None,
     };
     Ok((

@@ -19,7 +19,7 @@ use crate::{
 pub(crate) async fn cancel(backend: Backend, fixture: &Path, factory: &mut Factory) -> Res<String> {
     corral::disable_startup_sweep();
     let script = tree_script(fixture)?;
-    let child = corral::Command::new("/bin/sh")
+    let mut child = corral::Command::new("/bin/sh")
         .args(["-c", &script])
         .backend(BackendChoice::Only(backend))
         .grace(Duration::from_millis(500))
@@ -27,7 +27,6 @@ pub(crate) async fn cancel(backend: Backend, fixture: &Path, factory: &mut Facto
         .watchdog(false)
         .ledger(false)
         .spawn()
-        .await
         .map_err(|error| match error {
             corral::Error::BackendUnavailable { .. } => Failure::Skip(error.to_string()),
             error => Failure::Fail(format!("spawn: {error}")),
