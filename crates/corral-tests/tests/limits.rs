@@ -20,7 +20,8 @@ use std::{
 
 use common::fixture_path;
 use corral::{
-    Backend, BackendChoice, Child, Command, Error, Finished, Limit, LimitKind, Limits, Outcome,
+    Backend, BackendChoice, Child, Command, Error, Finished, Limit, LimitError, LimitKind, Limits,
+    Outcome,
 };
 use corral_tests::{Proc, READY_TIMEOUT, kill_leftovers, parse_ready, skip};
 
@@ -228,17 +229,26 @@ async fn a_limit_this_host_cannot_enforce_is_refused_naming_the_controller() {
 #[tokio::test]
 async fn invalid_limits_are_refused_before_anything_runs() {
     let marker = scratch("invalid");
-    for limits in [
-        Limits::new().max_processes(0),
-        Limits::new().cpus(-1.0),
-        Limits::new().max_swap(1 << 20),
+    for (limits, expected) in [
+        (Limits::new().max_processes(0), LimitError::NoProcesses),
+        (
+            Limits::new().cpus(-1.0),
+            LimitError::CpusOutOfRange { cpus: -1.0 },
+        ),
+        (
+            Limits::new().max_swap(1 << 20),
+            LimitError::SwapWithoutMemory,
+        ),
     ] {
         let result = Command::new("touch")
             .arg(&marker)
             .limits(limits)
             .run()
             .await;
-        assert!(matches!(result, Err(Error::InvalidLimits(_))), "{result:?}");
+        assert!(
+            matches!(&result, Err(Error::InvalidLimits(refused)) if *refused == expected),
+            "{result:?}"
+        );
     }
     assert!(!marker.exists());
 }

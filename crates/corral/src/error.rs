@@ -1,6 +1,9 @@
 use std::{io, path::PathBuf};
 
-use crate::{backend::Backend, limits::LimitKind};
+use crate::{
+    backend::Backend,
+    limits::{LimitError, LimitKind},
+};
 
 /// Why spawning the command failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,9 +63,10 @@ pub enum Error {
     #[error("the call's result was already taken by an earlier wait")]
     AlreadyWaited,
     /// The limits asked for are not valid values (zero processes, a
-    /// negative CPU share); nothing was started.
+    /// negative CPU share, a per-process limit above the hard limit);
+    /// nothing was started.
     #[error("invalid limits: {0}")]
-    InvalidLimits(String),
+    InvalidLimits(#[from] LimitError),
     /// A limit cannot be enforced on this host (a controller missing, a
     /// parent cgroup that holds processes, a backend without cgroups), and
     /// best effort was not asked for; nothing was started.

@@ -115,11 +115,13 @@ pub(crate) fn check_process_limits(command: &Command) -> Result<(), Error> {
         if let (Some(value), Some(hard)) = (value, limit.hard_limit())
             && value > hard
         {
-            return Err(Error::InvalidLimits(format!(
-                "{} of {value} is above this process's hard limit of {hard}, which only root \
-                 may raise; ask for at most {hard}",
-                limit.name()
-            )));
+            return Err(Error::InvalidLimits(
+                crate::limits::LimitError::AboveHardLimit {
+                    limit: limit.name(),
+                    value,
+                    hard,
+                },
+            ));
         }
     }
     Ok(())

@@ -90,7 +90,7 @@ pub use child::{Child, ChildOutput, ChildStdin, Control};
 pub use command::{Command, DEFAULT_CAPTURE_LIMIT, Leftovers, Stdio};
 pub use contain::claim_subreaper;
 pub use error::{Error, SpawnFailure};
-pub use limits::{Limit, LimitKind, Limits, LimitsReport};
+pub use limits::{Limit, LimitError, LimitKind, Limits, LimitsReport};
 pub use outcome::{CleanupReport, Exit, Finished, Outcome, ProcessInfo, SignalSent, Trigger};
 pub use owner::disable_startup_sweep;
 pub use settings::Settings;

@@ -145,32 +145,33 @@ impl Limits {
 
     /// Checks the values themselves (not whether this host can enforce them).
     ///
+    /// ```
+    /// use corral::{LimitError, Limits};
+    /// assert_eq!(Limits::new().max_swap(0).validate(), Err(LimitError::SwapWithoutMemory));
+    /// ```
+    ///
     /// # Errors
-    /// What is wrong, naming the limit.
-    pub fn validate(&self) -> Result<(), String> {
+    /// The first value that cannot be, naming the limit and the fix.
+    pub fn validate(&self) -> Result<(), LimitError> {
         if self.max_processes == Some(0) {
-            return Err("max_processes must be at least 1".to_owned());
+            return Err(LimitError::NoProcesses);
         }
         if self.max_memory == Some(0) {
-            return Err("max_memory must be more than 0 bytes".to_owned());
+            return Err(LimitError::NoMemory);
         }
         if self.max_swap.is_some() && self.max_memory.is_none() {
-            return Err("max_swap needs max_memory".to_owned());
+            return Err(LimitError::SwapWithoutMemory);
         }
         if let Some(cpus) = self.cpus
             && !(cpus.is_finite() && (MIN_CPUS..=MAX_CPUS).contains(&cpus))
         {
-            return Err(format!(
-                "cpus must be a number of CPUs from {MIN_CPUS} to {MAX_CPUS}, not {cpus}"
-            ));
+            return Err(LimitError::CpusOutOfRange { cpus });
         }
         if self.cpu_time == Some(Duration::ZERO) {
-            return Err("cpu_time must be more than 0".to_owned());
+            return Err(LimitError::NoCpuTime);
         }
         if self.open_files == Some(0) {
-            return Err(
-                "open_files must be at least 1 (a program needs its standard streams)".to_owned(),
-            );
+            return Err(LimitError::NoOpenFiles);
         }
         Ok(())
     }
@@ -197,6 +198,50 @@ impl Limits {
 pub const MIN_CPUS: f64 = 0.01;
 /// The largest CPU bandwidth accepted (a sanity bound, not the machine's).
 pub const MAX_CPUS: f64 = 4096.0;
+
+/// A limit whose value cannot be ([`Limits::validate`], and
+/// [`Error::InvalidLimits`](crate::Error::InvalidLimits) from a spawn);
+/// each message names the limit and what to ask for instead.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LimitError {
+    /// [`Limits::max_processes`] is 0.
+    #[error("max_processes must be at least 1; ask for 1 or more, or for no process limit")]
+    NoProcesses,
+    /// [`Limits::max_memory`] is 0 bytes.
+    #[error("max_memory must be more than 0 bytes; ask for more, or for no memory limit")]
+    NoMemory,
+    /// [`Limits::max_swap`] without [`Limits::max_memory`].
+    #[error("max_swap needs max_memory; set max_memory too, or drop max_swap")]
+    SwapWithoutMemory,
+    /// [`Limits::cpus`] outside [`MIN_CPUS`]..=[`MAX_CPUS`] (or not a number).
+    #[error("cpus must be a number of CPUs from {MIN_CPUS} to {MAX_CPUS}, not {cpus}")]
+    CpusOutOfRange {
+        /// The value asked for.
+        cpus: f64,
+    },
+    /// [`Limits::cpu_time`] is zero.
+    #[error("cpu_time must be more than 0; ask for a budget, or for none")]
+    NoCpuTime,
+    /// [`Limits::open_files`] is 0.
+    #[error("open_files must be at least 1 (a program needs its standard streams)")]
+    NoOpenFiles,
+    /// A per-process limit above this process's hard limit, which only root
+    /// may raise (checked when spawning, as an unprivileged user).
+    #[error(
+        "{limit} of {value} is above this process's hard limit of {hard}, which only root may \
+         raise; ask for at most {hard}"
+    )]
+    AboveHardLimit {
+        /// The kernel's name for it (`RLIMIT_NOFILE`, `RLIMIT_CORE`,
+        /// `RLIMIT_AS`).
+        limit: &'static str,
+        /// The value asked for.
+        value: u64,
+        /// This process's hard limit.
+        hard: u64,
+    },
+}
 
 /// Which limit ended a tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -371,13 +416,33 @@ mod tests {
         assert!(Limits::new().validate().is_ok());
         assert!(Limits::new().is_empty());
         let error = |l: Limits| l.validate().expect_err("invalid");
-        assert!(error(Limits::new().max_processes(0)).contains("max_processes"));
-        assert!(error(Limits::new().max_memory(0)).contains("max_memory"));
-        assert!(error(Limits::new().max_swap(1)).contains("needs max_memory"));
-        assert!(error(Limits::new().cpus(0.0)).contains("cpus"));
-        assert!(error(Limits::new().cpus(f64::NAN)).contains("cpus"));
-        assert!(error(Limits::new().cpus(1e9)).contains("cpus"));
-        assert!(error(Limits::new().cpu_time(Duration::ZERO)).contains("cpu_time"));
+        assert_eq!(
+            error(Limits::new().max_processes(0)),
+            LimitError::NoProcesses
+        );
+        assert_eq!(error(Limits::new().max_memory(0)), LimitError::NoMemory);
+        assert_eq!(
+            error(Limits::new().max_swap(1)),
+            LimitError::SwapWithoutMemory
+        );
+        for cpus in [0.0, f64::NAN, 1e9] {
+            let refused = error(Limits::new().cpus(cpus));
+            assert!(
+                matches!(refused, LimitError::CpusOutOfRange { .. }),
+                "{cpus}"
+            );
+            assert!(refused.to_string().starts_with("cpus must be"), "{refused}");
+        }
+        assert_eq!(
+            error(Limits::new().cpu_time(Duration::ZERO)),
+            LimitError::NoCpuTime
+        );
+        assert_eq!(error(Limits::new().open_files(0)), LimitError::NoOpenFiles);
+        assert!(
+            error(Limits::new().max_swap(1))
+                .to_string()
+                .contains("set max_memory too")
+        );
         assert!(
             Limits::new()
                 .max_processes(64)
