@@ -582,20 +582,24 @@ fn a_per_process_limit_above_the_hard_limit_is_refused_without_root() {
         return;
     };
     let above = (hard + 1).to_string();
-    let mut command = if skip::is_root() {
+    let unprivileged = || {
+        if !skip::is_root() {
+            return Some(corral());
+        }
         // As nobody, through util-linux's setpriv (busybox's cannot).
         let setpriv = Path::new("/usr/bin/setpriv");
         if !setpriv.exists() || setpriv.read_link().is_ok() {
-            println!("not applicable: root may raise any limit, and no setpriv to drop it");
-            return;
+            return None;
         }
         let mut command = std::process::Command::new(setpriv);
         command
             .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
             .arg(common::corral_path());
-        command
-    } else {
-        corral()
+        Some(command)
+    };
+    let Some(mut command) = unprivileged() else {
+        println!("not applicable: root may raise any limit, and no setpriv to drop it");
+        return;
     };
     let output = command
         .args(["run", "--max-open-files", &above, "--", "true"])
@@ -608,6 +612,21 @@ fn a_per_process_limit_above_the_hard_limit_is_refused_without_root() {
     assert!(
         stderr.contains(&format!("hard limit of {hard}")),
         "{stderr}"
+    );
+    // Best effort (for per-process limits too): it runs, with the hard
+    // limit it inherits.
+    let mut command = unprivileged().expect("as above");
+    let output = command
+        .args(["run", "--limits-best-effort", "--max-open-files", &above])
+        .args(["--", "sh", "-c", "ulimit -Hn"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run corral");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(shell_status(output.status), 0, "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        hard.to_string()
     );
 }
 

@@ -302,12 +302,17 @@ impl Command {
         self
     }
 
-    /// Limits the whole tree's processes, memory and CPU ([`Limits`]),
-    /// enforced by the kernel on the tree's leaf cgroup, so only the cgroup
-    /// backend applies them: with limits (unless best effort), `Auto` never
-    /// falls back to another backend, and a limit this host cannot enforce
-    /// is [`Error::LimitUnavailable`](crate::error::Error::LimitUnavailable)
-    /// before anything starts. What the limits did is in
+    /// Limits the tree's resources ([`Limits`]). The tree-wide limits
+    /// (processes, memory, CPU) are enforced by the kernel on the tree's
+    /// leaf cgroup, so only the cgroup backend applies them: with them
+    /// (unless [`Limits::best_effort_tree`]), `Auto` never falls back to
+    /// another backend, and one this host cannot enforce is
+    /// [`Error::LimitUnavailable`](crate::error::Error::LimitUnavailable)
+    /// before anything starts. The per-process limits (open files, core
+    /// size, address space) are set on the leader before `exec`, on every
+    /// backend; one above this process's hard limit (without root) is
+    /// [`Error::InvalidLimits`](crate::error::Error::InvalidLimits) unless
+    /// [`Limits::best_effort_process`]. What the limits did is in
     /// [`CleanupReport::limits`](crate::outcome::CleanupReport::limits); a
     /// tree a limit ended is [`Outcome::LimitExceeded`](crate::outcome::Outcome::LimitExceeded).
     pub fn limits(&mut self, limits: Limits) -> &mut Self {

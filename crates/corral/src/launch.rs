@@ -96,7 +96,7 @@ pub(crate) fn check_credentials(command: &Command) -> Result<(), Error> {
 ///
 /// [`Limits::open_files`]: crate::limits::Limits::open_files
 pub(crate) fn process_limits(command: &Command) -> [(sys::ProcessLimit, Option<u64>); 3] {
-    let limits = &command.limits;
+    let limits = &crate::rlimits::in_force(&command.limits).0;
     [
         (sys::ProcessLimit::OpenFiles, limits.open_files),
         (sys::ProcessLimit::CoreSize, limits.core_size),

@@ -74,6 +74,7 @@ mod launch;
 pub mod limits;
 pub mod outcome;
 mod owner;
+mod rlimits;
 pub mod settings;
 pub mod signal;
 mod supervise;

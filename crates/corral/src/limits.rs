@@ -2,17 +2,26 @@
 //! ([`Limits`]), which limit ended a tree ([`Limit`]), and what the kernel
 //! counted ([`LimitsReport`]).
 //!
-//! The kernel enforces them on the tree's leaf cgroup (cgroup v2 controllers
-//! `pids`, `memory`, `cpu`), so they hold for every process of the tree at
-//! once, not per process; the CPU-time budget is read from the leaf's
-//! `cpu.stat` and spent budget ends the tree with its termination policy.
-//! Only the cgroup backend can apply them: see `docs/limits.md`.
+//! Two sorts, each with its own best-effort switch:
+//! - tree-wide limits (processes, memory, swap, CPUs, CPU time): the kernel
+//!   enforces them on the tree's leaf cgroup (cgroup v2 controllers `pids`,
+//!   `memory`, `cpu`), so they hold for every process of the tree at once;
+//!   the CPU-time budget is read from the leaf's `cpu.stat` and spent budget
+//!   ends the tree with its termination policy. Only the cgroup backend can
+//!   apply them ([`Limits::best_effort_tree`]);
+//! - per-process limits (open files, core size, address space): resource
+//!   limits (`RLIMIT_*`) set on the leader before `exec` and inherited by
+//!   every process it starts, on every backend; above this process's own
+//!   hard limit only root may set them ([`Limits::best_effort_process`]).
+//!
+//! See `docs/limits.md`.
 
 use std::{fmt, time::Duration};
 
 use serde::Serialize;
 
-/// Limits on the whole tree. Empty by default (no limit).
+/// Limits on the whole tree, and on each of its processes. Empty by default
+/// (no limit).
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), corral::Error> {
@@ -66,9 +75,16 @@ pub struct Limits {
     /// The most virtual memory per process, in bytes (`RLIMIT_AS`), as
     /// [`Limits::open_files`]. Per process, unlike [`Limits::max_memory`].
     pub address_space: Option<u64>,
-    /// Whether a limit this host cannot enforce is skipped and reported
-    /// ([`LimitsReport::not_applied`]) instead of refusing to spawn.
-    pub best_effort: bool,
+    /// Whether a tree-wide limit (processes, memory, swap, CPUs, CPU time)
+    /// this host cannot enforce (no cgroup for the tree, a controller
+    /// missing) is skipped and reported ([`LimitsReport::not_applied`])
+    /// instead of refusing to spawn.
+    pub best_effort_tree: bool,
+    /// Whether a per-process limit (open files, core size, address space)
+    /// this process cannot set (above its own hard limit, without root) is
+    /// skipped and reported ([`LimitsReport::not_applied`]) instead of
+    /// refusing to spawn.
+    pub best_effort_process: bool,
 }
 
 impl Limits {
@@ -125,9 +141,22 @@ impl Limits {
         self
     }
 
-    /// Sets [`Limits::best_effort`].
-    pub fn best_effort(mut self, on: bool) -> Self {
-        self.best_effort = on;
+    /// Sets both [`Limits::best_effort_tree`] and
+    /// [`Limits::best_effort_process`]: every limit this host cannot
+    /// enforce is skipped and reported instead of refusing to spawn.
+    pub fn best_effort(self, on: bool) -> Self {
+        self.best_effort_tree(on).best_effort_process(on)
+    }
+
+    /// Sets [`Limits::best_effort_tree`].
+    pub fn best_effort_tree(mut self, on: bool) -> Self {
+        self.best_effort_tree = on;
+        self
+    }
+
+    /// Sets [`Limits::best_effort_process`].
+    pub fn best_effort_process(mut self, on: bool) -> Self {
+        self.best_effort_process = on;
         self
     }
 
@@ -281,10 +310,16 @@ pub enum LimitKind {
     Cpus,
     /// [`Limits::cpu_time`].
     CpuTime,
+    /// [`Limits::open_files`] (per process).
+    OpenFiles,
+    /// [`Limits::core_size`] (per process).
+    CoreSize,
+    /// [`Limits::address_space`] (per process).
+    AddressSpace,
 }
 
 impl LimitKind {
-    /// Every kind.
+    /// Every tree-wide kind: the ones the tree's cgroup enforces.
     pub const ALL: [Self; 4] = [Self::Processes, Self::Memory, Self::Cpus, Self::CpuTime];
 
     /// The cgroup v2 controller it needs, if any.
@@ -293,7 +328,7 @@ impl LimitKind {
             Self::Processes => Some("pids"),
             Self::Memory => Some("memory"),
             Self::Cpus => Some("cpu"),
-            Self::CpuTime => None,
+            Self::CpuTime | Self::OpenFiles | Self::CoreSize | Self::AddressSpace => None,
         }
     }
 }
@@ -305,11 +340,15 @@ impl fmt::Display for LimitKind {
             Self::Memory => "max memory",
             Self::Cpus => "cpus",
             Self::CpuTime => "cpu time",
+            Self::OpenFiles => "open files",
+            Self::CoreSize => "core size",
+            Self::AddressSpace => "address space",
         })
     }
 }
 
-/// A limit that was asked for but not applied ([`Limits::best_effort`]).
+/// A limit that was asked for but not applied
+/// ([`Limits::best_effort_tree`], [`Limits::best_effort_process`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NotApplied {
     /// The limit.

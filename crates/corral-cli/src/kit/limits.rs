@@ -53,8 +53,8 @@ pub struct LimitArgs {
     pub max_address_space: Option<u64>,
 
     /// Run even where a limit cannot be enforced (no cgroup, a controller
-    /// missing): the report lists which limits applied and why not the
-    /// others. Without it, such a limit is an error (125) and nothing runs.
+    /// missing, a per-process limit above the hard limit without root): the
+    /// report lists which limits applied and why not the others. Without it, such a limit is an error (125) and nothing runs.
     #[arg(long)]
     pub limits_best_effort: bool,
 }
@@ -144,7 +144,7 @@ mod tests {
         assert_eq!(limits.max_memory, Some(64 << 20));
         assert_eq!(limits.cpus, Some(0.5));
         assert_eq!(limits.cpu_time, Some(Duration::from_secs(2)));
-        assert!(limits.best_effort);
+        assert!(limits.best_effort_tree && limits.best_effort_process);
         assert_eq!(limits.open_files, Some(64));
         assert_eq!(limits.core_size, Some(0));
         assert!(LimitArgs::default().limits().is_empty());

@@ -113,7 +113,7 @@ fn run_as(user: Option<&str>, options: &mut ServeOptions) -> anyhow::Result<()> 
 /// Refuses to serve with run limits this host cannot enforce (unless best
 /// effort): every run would fail otherwise.
 fn check_limits(limits: &corral::Limits, backend: corral::BackendChoice) -> anyhow::Result<()> {
-    if limits.is_empty() || limits.best_effort {
+    if limits.wanted().is_empty() || limits.best_effort_tree {
         return Ok(());
     }
     if let corral::BackendChoice::Only(other) = backend

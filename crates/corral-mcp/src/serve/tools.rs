@@ -236,7 +236,7 @@ fn tree_limits(limits: &corral::Limits) -> Value {
         "max_swap_bytes": limits.max_swap,
         "cpus": limits.cpus,
         "cpu_time_s": limits.cpu_time.map(|t| t.as_secs_f64()),
-        "best_effort": limits.best_effort,
+        "best_effort": limits.best_effort_tree,
     })
 }
 

@@ -262,6 +262,8 @@ fn write(
             *meter_out = Some((meter, budget));
             Ok(vec![format!("cpu_time={}s", budget.as_secs_f64())])
         }
+        // Set on the leader, not on the leaf: never in `Limits::wanted`.
+        LimitKind::OpenFiles | LimitKind::CoreSize | LimitKind::AddressSpace => Ok(Vec::new()),
     }
 }
 
@@ -287,7 +289,7 @@ pub(crate) struct Applied {
 
 /// Applies `limits` to a tree's `leaf` (`None`: its backend has no leaf)
 /// before its leader starts. A limit this host cannot enforce is the error
-/// (with why and the fix), or, with [`Limits::best_effort`], listed as not
+/// (with why and the fix), or, with [`Limits::best_effort_tree`], listed as not
 /// applied.
 pub(crate) fn apply(
     leaf: Option<&Path>,
@@ -321,7 +323,7 @@ pub(crate) fn apply(
                 applied.report.applied.extend(lines);
                 applied.kinds.push(kind);
             }
-            Err(reason) if limits.best_effort => {
+            Err(reason) if limits.best_effort_tree => {
                 applied.report.not_applied.push(NotApplied {
                     limit: kind,
                     reason,
@@ -356,6 +358,11 @@ impl Applied {
     /// Adds a limit applied elsewhere (on the leader) to the report.
     pub(crate) fn applied(&mut self, line: String) {
         self.report.applied.push(line);
+    }
+
+    /// Adds a limit skipped elsewhere (on the leader) to the report.
+    pub(crate) fn not_applied(&mut self, skipped: NotApplied) {
+        self.report.not_applied.push(skipped);
     }
 
     /// Whether the tree has a CPU-time budget.

@@ -54,7 +54,7 @@ pub use crate::backend::{Backend, BackendChoice};
 use crate::{
     error::Error,
     limits::{LimitKind, Limits},
-    sys,
+    rlimits, sys,
 };
 
 static SUBREAPER_CLAIMED: AtomicBool = AtomicBool::new(false);
@@ -142,7 +142,7 @@ pub(crate) fn prepare(
         .wanted()
         .first()
         .copied()
-        .filter(|_| !limits.best_effort);
+        .filter(|_| !limits.best_effort_tree);
     let refuse = |limit: LimitKind, why: String| Error::LimitUnavailable {
         limit,
         reason: format!(
@@ -212,8 +212,11 @@ pub(crate) fn apply_limits(
 ) -> Result<(controllers::Applied, Option<String>), Error> {
     let leaf = prepared.cgroup().map(|(path, _)| path);
     let mountinfo = cgroup::mountinfo().unwrap_or_default();
-    let applied = controllers::apply(leaf.as_deref(), prepared.backend(), limits, mountinfo)
+    let mut applied = controllers::apply(leaf.as_deref(), prepared.backend(), limits, mountinfo)
         .map_err(|(limit, reason)| Error::LimitUnavailable { limit, reason })?;
+    for skipped in rlimits::in_force(limits).1 {
+        applied.not_applied(skipped);
+    }
     let note = leaf
         .as_deref()
         .zip(cgroup::mount())
