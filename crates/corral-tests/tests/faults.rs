@@ -27,7 +27,8 @@ use std::{
 use common::fixture_path;
 use corral::{
     Backend, BackendChoice, Command, Error, Outcome, SpawnFailure, identity,
-    ledger::{self, Identity, SweepAction},
+    identity::Identity,
+    ledger::{self, SweepAction},
 };
 use corral_tests::{
     Bystander, Proc, is_root, kill_leftovers, parse_ready,

@@ -18,7 +18,8 @@ use std::{
 };
 
 use common::{fixture_path, owner_path};
-use corral::ledger::{self, Identity, Record, SweepAction};
+use corral::identity::Identity;
+use corral::ledger::{self, Record, SweepAction};
 use corral_tests::{
     Bystander, Proc, cgroup_parent, exited_within, kill_leftovers,
     sched::{Busy, Held, idle_of_both},

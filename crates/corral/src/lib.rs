@@ -34,35 +34,39 @@
 //! # Layout
 //! Shared words at the bottom, each in a file named after it; every module
 //! imports only from modules below it (`scripts/check-layers` checks it).
-//! - [`signal`], [`duration`], `exit`, [`backend`], `error`: the vocabulary.
+//! A module whose public items are all re-exported here is private: each
+//! public type has one path.
+//! - `signal` ([`Signal`]), [`duration`], `exit`, `backend` ([`Backend`]),
+//!   `error`: the vocabulary.
 //! - `sys`: the only module with syscalls and `unsafe`, one implementation
 //!   per platform.
 //! - [`identity`]: who a process is (pid with start time), the `/proc` walk
 //!   and the process tree.
-//! - [`terminate`]: the termination [`Policy`] and its pure state machine.
-//! - [`capture`]: stdout/stderr kept across a kill.
-//! - [`outcome`]: what a call returns, with its cleanup report.
-//! - [`command`]: what to run, as plain data; [`limits`]: what it may use.
-//! - [`contain`]: the three containment backends, the registry of a host's
+//! - `terminate`: the termination [`Policy`] and its pure state machine.
+//! - `capture`: stdout/stderr kept across a kill ([`Captured`]).
+//! - `outcome`: what a call returns ([`Finished`]), with its cleanup report.
+//! - `command`: what to run ([`Command`]), as plain data; `limits`: what it
+//!   may use ([`Limits`]).
+//! - `contain`: the three containment backends, the registry of a host's
 //!   live trees.
 //! - [`ledger`] and [`watchdog`] (under `owner/`): nothing outlives its owner.
 //! - [`capabilities()`]: what this machine offers.
 //! - `launch`: starting the leader; `supervise`: the driver that ties them
 //!   together; [`Child`] (`child.rs`): the caller's handle.
 //! - [`host`]: settings of a process dedicated to supervision.
-//! - [`settings`]: every process-wide setting ([`Settings`]: watchdog
+//! - [`settings`]: every process-wide setting ([`settings::Settings`]: watchdog
 //!   executable, subreaper, ledger directory, start-up sweep) in one place.
 
 #![cfg(target_os = "linux")]
 // `unsafe` lives only in `sys`, each block with a `// SAFETY:` line.
 #![deny(unsafe_code)]
 
-pub mod backend;
+mod backend;
 mod capabilities;
-pub mod capture;
+mod capture;
 mod child;
-pub mod command;
-pub mod contain;
+mod command;
+mod contain;
 pub mod duration;
 mod error;
 mod exit;
@@ -71,16 +75,16 @@ pub mod host;
 pub mod identity;
 pub mod init;
 mod launch;
-pub mod limits;
-pub mod outcome;
+mod limits;
+mod outcome;
 mod owner;
 mod rlimits;
 pub mod settings;
-pub mod signal;
+mod signal;
 mod supervise;
 #[allow(unsafe_code)]
 mod sys;
-pub mod terminate;
+mod terminate;
 
 pub use owner::{ledger, watchdog};
 
@@ -89,11 +93,12 @@ pub use capabilities::{BackendStatus, Capabilities, LimitStatus, capabilities};
 pub use capture::{Captured, OutputTap};
 pub use child::{Child, ChildOutput, ChildStdin, Control};
 pub use command::{Command, DEFAULT_CAPTURE_LIMIT, Leftovers, Stdio};
-pub use contain::claim_subreaper;
+pub use contain::{CGROUP_PARENT_VARIABLE, claim_subreaper};
 pub use error::{Error, SpawnFailure};
-pub use limits::{Limit, LimitError, LimitKind, Limits, LimitsReport};
+pub use limits::{
+    Limit, LimitError, LimitKind, Limits, LimitsReport, MAX_CPUS, MIN_CPUS, NotApplied, parse_size,
+};
 pub use outcome::{CleanupReport, Exit, Finished, Outcome, ProcessInfo, SignalSent, Trigger};
 pub use owner::disable_startup_sweep;
-pub use settings::Settings;
 pub use signal::{ParseSignalError, Signal};
 pub use terminate::{GraceEnds, Policy};

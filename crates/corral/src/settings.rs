@@ -8,7 +8,7 @@
 //!
 //! ```no_run
 //! corral::watchdog::hook(); // first in `main`: this program can be its own watchdog
-//! corral::Settings::new()
+//! corral::settings::Settings::new()
 //!     .ledger_dir("/run/my-agent/corral")
 //!     .startup_sweep(false)
 //!     .apply();

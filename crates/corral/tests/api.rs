@@ -4,7 +4,7 @@
 
 use std::{ffi::OsStr, time::Duration};
 
-use corral::{Command, Error, Outcome, Settings, Stdio};
+use corral::{Command, Error, Outcome, Stdio, settings::Settings};
 
 /// Field 22 of `/proc/PID/stat` (the start time), if the process exists.
 fn start_time(pid: i32) -> Option<u64> {

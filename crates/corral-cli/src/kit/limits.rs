@@ -19,11 +19,11 @@ pub struct LimitArgs {
     /// At most SIZE of memory for the whole tree (512M, 2G; binary units),
     /// no swap unless --max-swap; out of memory, the kernel kills the whole
     /// tree at once and corral exits 137 (cgroup memory.max, memory.oom.group).
-    #[arg(long, value_name = "SIZE", value_parser = corral::limits::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = corral::parse_size)]
     pub max_memory: Option<u64>,
 
     /// Swap the tree may use beyond --max-memory (default 0).
-    #[arg(long, value_name = "SIZE", value_parser = corral::limits::parse_size, requires = "max_memory")]
+    #[arg(long, value_name = "SIZE", value_parser = corral::parse_size, requires = "max_memory")]
     pub max_swap: Option<u64>,
 
     /// CPU bandwidth for the whole tree, in CPUs (0.5 is half of one CPU,
@@ -44,12 +44,12 @@ pub struct LimitArgs {
 
     /// The largest core dump per process (RLIMIT_CORE; 0: none), as
     /// --max-open-files.
-    #[arg(long, value_name = "SIZE", value_parser = corral::limits::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = corral::parse_size)]
     pub max_core_size: Option<u64>,
 
     /// The most virtual memory per process (RLIMIT_AS), as
     /// --max-open-files; per process, unlike --max-memory.
-    #[arg(long, value_name = "SIZE", value_parser = corral::limits::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = corral::parse_size)]
     pub max_address_space: Option<u64>,
 
     /// Run even where a limit cannot be enforced (no cgroup, a controller
@@ -80,7 +80,7 @@ impl LimitArgs {
 const NO_BUDGET: Duration = Duration::from_secs(1 << 32);
 
 fn parse_cpus(text: &str) -> Result<f64, String> {
-    let (min, max) = (corral::limits::MIN_CPUS, corral::limits::MAX_CPUS);
+    let (min, max) = (corral::MIN_CPUS, corral::MAX_CPUS);
     text.trim()
         .parse::<f64>()
         .ok()

@@ -50,7 +50,7 @@ use std::{
     sync::atomic::{AtomicBool, Ordering},
 };
 
-pub use crate::backend::{Backend, BackendChoice};
+use crate::backend::{Backend, BackendChoice};
 use crate::{
     error::Error,
     limits::{LimitKind, Limits},

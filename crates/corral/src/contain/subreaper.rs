@@ -401,7 +401,7 @@ mod tests {
             time::{Duration, Instant},
         };
 
-        use crate::contain::{Backend, registry};
+        use crate::{backend::Backend, contain::registry};
         let claim = Claim::acquire().expect("the subreaper role");
         let mut leader = Command::new("sleep").arg("30").spawn().expect("sleep");
         let leader_pid = leader.id() as i32;

@@ -24,7 +24,7 @@ use std::{
     sync::{Mutex, OnceLock},
 };
 
-pub use record::{Identity, Record, VERSION};
+pub use record::{Record, VERSION};
 pub use store::RECORD_MAX;
 pub use sweep::{Entry, Owner, Sweep, SweepAction, list, sweep, terminate};
 

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::identity::Identity;
+use crate::identity::Identity;
 use crate::{backend::Backend, contain::is_corral_leaf};
 
 /// The record format's version; a reader skips any other.

@@ -23,11 +23,7 @@ use super::{
     state::{Shared, Watched, lock, snapshot},
     writer::Writer,
 };
-use crate::{
-    identity,
-    ledger::{Identity, Record},
-    sys,
-};
+use crate::{identity, identity::Identity, ledger::Record, sys};
 
 pub(super) static CLIENT: Mutex<Option<Client>> = Mutex::new(None);
 /// See [`lost`](super::lost).

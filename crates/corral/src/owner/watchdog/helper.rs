@@ -14,7 +14,8 @@ use std::{
 
 use super::protocol::Message;
 use crate::{
-    ledger::{self, Identity, Record},
+    identity::Identity,
+    ledger::{self, Record},
     signal::Signal,
     sys,
 };

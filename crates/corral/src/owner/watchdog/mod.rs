@@ -47,10 +47,7 @@ use client::{CLIENT, Client, LOST, mark_lost};
 pub use program::{HOOK_ARG, executable, hook, set_executable};
 use state::{Shared, lock};
 
-use crate::{
-    ledger::{Identity, Record},
-    sys,
-};
+use crate::{identity::Identity, ledger::Record, sys};
 
 /// Why owner death is unguarded for the rest of this process, if the
 /// watchdog died and could not be started again (for instance because

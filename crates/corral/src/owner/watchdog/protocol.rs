@@ -5,7 +5,7 @@ use std::{collections::HashSet, path::PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::ledger::{Identity, Record};
+use crate::{identity::Identity, ledger::Record};
 
 /// One message to the helper, a JSON line.
 #[derive(Debug, Serialize, Deserialize)]
