@@ -14,7 +14,7 @@ use std::{
 
 use crate::{
     command::Command, command::Stdio, command::WorkingDir, contain, contain::Prepared,
-    error::Error, error::SpawnFailure, sys,
+    error::Error, error::SpawnFailure, plan, sys,
 };
 
 /// A leader that runs: our unreaped child, with its pidfd and our ends of
@@ -28,105 +28,6 @@ pub(crate) struct Launched {
     pub(crate) stderr: Option<OwnedFd>,
 }
 
-/// Checks the working directory up front, so that a bad one is reported as
-/// such and not as a missing program.
-pub(crate) fn check_cwd(command: &Command) -> Result<(), Error> {
-    let failure = |source| Error::Spawn {
-        program: command.program(),
-        failure: SpawnFailure::BadCwd,
-        source,
-    };
-    let dir = match &command.cwd {
-        None => return Ok(()),
-        Some(WorkingDir::Path(dir)) => dir,
-        Some(WorkingDir::Open(dir)) => {
-            return match sys::dirfd::meta(dir.as_fd()) {
-                Ok(meta) if meta.is_dir => Ok(()),
-                Ok(_) => Err(failure(io::Error::new(
-                    io::ErrorKind::NotADirectory,
-                    "the working directory's descriptor is not a directory",
-                ))),
-                Err(source) => Err(failure(source)),
-            };
-        }
-    };
-    match fs::metadata(dir) {
-        Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(_) => Err(failure(io::Error::new(
-            io::ErrorKind::NotADirectory,
-            format!("{} is not a directory", dir.display()),
-        ))),
-        Err(source) => Err(failure(io::Error::new(
-            source.kind(),
-            format!("{}: {source}", dir.display()),
-        ))),
-    }
-}
-
-/// Refuses up front a user or group change the kernel would refuse in the
-/// child (only root may take on another identity), with a message naming
-/// the fix rather than a bare "operation not permitted".
-pub(crate) fn check_credentials(command: &Command) -> Result<(), Error> {
-    let me = sys::geteuid();
-    if me == 0 {
-        return Ok(());
-    }
-    let (uid, gid) = (command.uid.filter(|&u| u != me), command.gid);
-    let gid = gid.filter(|&g| g != sys::getegid());
-    let what = match (uid, gid) {
-        (Some(uid), _) => format!("user {uid}"),
-        (None, Some(gid)) => format!("group {gid}"),
-        (None, None) => return Ok(()),
-    };
-    Err(Error::Spawn {
-        program: command.program(),
-        failure: SpawnFailure::Other,
-        source: io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!(
-                "running it as {what} needs root (this process runs as uid {me}); run corral as \
-                 root or drop the user change"
-            ),
-        ),
-    })
-}
-
-/// The per-process limits of `command` ([`Limits::open_files`] ...), as the
-/// child sets them, in a fixed order.
-///
-/// [`Limits::open_files`]: crate::limits::Limits::open_files
-pub(crate) fn process_limits(command: &Command) -> [(sys::ProcessLimit, Option<u64>); 3] {
-    let limits = &crate::rlimits::in_force(&command.limits).0;
-    [
-        (sys::ProcessLimit::OpenFiles, limits.open_files),
-        (sys::ProcessLimit::CoreSize, limits.core_size),
-        (sys::ProcessLimit::AddressSpace, limits.address_space),
-    ]
-}
-
-/// Refuses up front a per-process limit above this process's hard limit
-/// where only root could raise it (the child's `prlimit` would fail with a
-/// bare "operation not permitted").
-pub(crate) fn check_process_limits(command: &Command) -> Result<(), Error> {
-    if sys::geteuid() == 0 {
-        return Ok(());
-    }
-    for (limit, value) in process_limits(command) {
-        if let (Some(value), Some(hard)) = (value, limit.hard_limit())
-            && value > hard
-        {
-            return Err(Error::InvalidLimits(
-                crate::limits::LimitError::AboveHardLimit {
-                    limit: limit.name(),
-                    value,
-                    hard,
-                },
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// What the child changes about itself before `exec`.
 fn credentials(command: &Command, prepared: &Prepared) -> sys::Credentials {
     let changes_user = command.uid.is_some() || command.gid.is_some();
@@ -135,7 +36,7 @@ fn credentials(command: &Command, prepared: &Prepared) -> sys::Credentials {
         clear_groups: changes_user && sys::geteuid() == 0,
         gid: command.gid,
         uid: command.uid,
-        rlimits: process_limits(command)
+        rlimits: plan::process_limits(&command.limits)
             .map(|(limit, value)| value.map(|value| (limit.resource(), value))),
     }
 }

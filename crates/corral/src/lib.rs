@@ -51,7 +51,8 @@
 //!   live trees.
 //! - [`ledger`] and [`watchdog`] (under `owner/`): nothing outlives its owner.
 //! - [`capabilities()`]: what this machine offers.
-//! - `launch`: starting the leader; `supervise`: the driver that ties them
+//! - `plan`: a command checked for everything that can be refused before
+//!   anything is created; `launch`: starting the leader; `supervise`: the driver that ties them
 //!   together; [`Child`] (`child.rs`): the caller's handle.
 //! - [`host`]: settings of a process dedicated to supervision.
 //! - [`settings`]: every process-wide setting ([`settings::Settings`]: watchdog
@@ -78,6 +79,7 @@ mod launch;
 mod limits;
 mod outcome;
 mod owner;
+mod plan;
 mod rlimits;
 pub mod settings;
 mod signal;

@@ -42,6 +42,7 @@ use crate::{
     outcome::SignalSent,
     outcome::Trigger,
     owner::{self, Registration},
+    plan::{self, Plan},
     signal::Signal,
     sys,
     terminate::deadline_after,
@@ -120,21 +121,15 @@ pub(crate) fn spawn(command: Command) -> Result<Child, Error> {
     spawned
 }
 
-fn spawn_tree(mut command: Command) -> Result<Child, Error> {
-    if command.stdin == Stdio::Capture {
-        return Err(Error::InvalidStdio {
-            stream: "stdin",
-            reason: "standard input cannot be captured; use Stdio::Piped to write to it, or \
-                     Stdio::Null",
-        });
-    }
-    command.limits.validate().map_err(Error::InvalidLimits)?;
-    launch::check_cwd(&command)?;
-    launch::check_credentials(&command)?;
-    launch::check_process_limits(&command)?;
-    if sys::children_autoreaped().unwrap_or(false) {
-        return Err(Error::ChildrenAutoreaped);
-    }
+/// Carries out the spawn of a command [`plan::validate`] accepted:
+/// reserves what a cleanup needs, prepares the containment, launches the
+/// leader, and starts the supervisor. Any step that fails from the launch on
+/// undoes the spawn (`Undo`).
+fn spawn_tree(command: Command) -> Result<Child, Error> {
+    let Plan {
+        mut command,
+        foreground,
+    } = plan::validate(command)?;
     // What a cleanup needs is reserved before anything exists: out of
     // descriptors, the spawn is refused here, never halfway with a tree
     // running (see `RESERVED_DESCRIPTORS`).
@@ -146,21 +141,16 @@ fn spawn_tree(mut command: Command) -> Result<Child, Error> {
     let mut registration = Registration::new(&command);
     let (variable, mark) = registration.mark();
     command.env.push((variable, Some(mark)));
-    let prepared = contain::prepare(
-        command.backend,
-        // A tree in a session of its own has no terminal to be in the
-        // foreground of.
-        command.foreground && !command.new_session,
-        &command.limits,
-        &mut |path| registration.cgroup_reserved(path),
-    )?;
+    let prepared = contain::prepare(command.backend, foreground, &command.limits, &mut |path| {
+        registration.cgroup_reserved(path)
+    })?;
     let backend = prepared.backend();
     let limits = if command.limits.is_empty() {
         None
     } else {
         let (mut applied, note) = contain::apply_limits(&prepared, &command.limits)?;
         registration.notes.extend(note);
-        for (limit, value) in launch::process_limits(&command) {
+        for (limit, value) in plan::process_limits(&command.limits) {
             if let Some(value) = value {
                 applied.applied(format!("{}={value}", limit.name()));
             }
