@@ -56,6 +56,7 @@
 
 #![forbid(unsafe_code)]
 #![cfg(target_os = "linux")]
+#![warn(missing_docs)]
 
 pub mod client;
 pub mod frame;

@@ -33,6 +33,21 @@ pub type ChildOutput = pipe::Receiver;
 /// keeps running it to the end. `Drop` itself only flips a flag and cancels a
 /// token; it never blocks or spawns. If the runtime shuts down mid-cleanup,
 /// the supervisor's own `Drop` kills the tree synchronously with `SIGKILL`.
+///
+/// ```no_run
+/// # async fn demo(stop: tokio::sync::oneshot::Receiver<()>) -> Result<(), corral::Error> {
+/// let mut child = corral::Command::new("make").arg("test").spawn()?;
+/// println!("leader {:?}", child.identity());
+/// let finished = tokio::select! {
+///     finished = child.wait() => finished?,
+///     _ = stop => {
+///         child.terminate(); // SIGTERM to the tree, SIGKILL after the grace
+///         child.wait().await?
+///     }
+/// };
+/// assert!(finished.report.survivors.is_empty());
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct Child {
     pub(crate) identity: Identity,
@@ -57,6 +72,19 @@ pub struct Child {
 /// A handle on a running tree that is not consumed by [`Child::wait`]: a
 /// program that waits for the call can still act on the tree meanwhile (as
 /// the `corral` command does with the signals it receives).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), corral::Error> {
+/// let mut child = corral::Command::new("sleep").arg("100").spawn()?;
+/// let control = child.control();
+/// tokio::spawn(async move {
+///     // On the host's SIGHUP, say: pass it on to every process of the tree.
+///     control.signal(corral::Signal::HUP);
+/// });
+/// let finished = child.wait().await?;
+/// # let _ = finished;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Control {
     stop: CancellationToken,

@@ -73,7 +73,26 @@ pub(crate) enum WorkingDir {
     Open(Arc<OwnedFd>),
 }
 
-/// A command to run as an owned tree.
+/// A command to run as an owned tree: a `&mut self` builder, as
+/// `tokio::process::Command`, plus corral's own settings (the termination
+/// [`Policy`], a time limit, a cancellation token, the backend, limits).
+///
+/// ```no_run
+/// # async fn demo(verbose: bool) -> Result<(), corral::Error> {
+/// use std::time::Duration;
+/// let mut command = corral::Command::new("npx");
+/// command
+///     .args(["-y", "some-mcp-server"])
+///     .envs([("NODE_ENV", "production")])
+///     .timeout(Duration::from_secs(60))
+///     .grace(Duration::from_secs(2));
+/// if verbose {
+///     command.env("DEBUG", "1");
+/// }
+/// let finished = command.run().await?;
+/// println!("{:?}, survivors: {:?}", finished.outcome, finished.report.survivors);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Command {
     pub(crate) program: OsString,

@@ -59,6 +59,7 @@
 //!   executable, subreaper, ledger directory, start-up sweep) in one place.
 
 #![cfg(target_os = "linux")]
+#![warn(missing_docs)]
 // `unsafe` lives only in `sys`, each block with a `// SAFETY:` line.
 #![deny(unsafe_code)]
 

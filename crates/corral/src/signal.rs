@@ -1,3 +1,5 @@
+//! Signals by number, with their names as `kill -l` and GNU `timeout -s` give them.
+
 use std::{fmt, str::FromStr};
 
 /// A Unix signal, by number: 1 to [`Signal::MAX`], every signal the Linux

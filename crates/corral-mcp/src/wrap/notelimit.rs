@@ -17,9 +17,12 @@ const WINDOW: Duration = Duration::from_secs(1);
 /// Whether a note may be written now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admit {
-    /// Write it; `suppressed` notes were held back since the last one
-    /// written (say so first).
-    Write { suppressed: u64 },
+    /// Write it.
+    Write {
+        /// How many notes were held back since the last one written (say
+        /// so first).
+        suppressed: u64,
+    },
     /// Hold it back (counted).
     Suppress,
 }
