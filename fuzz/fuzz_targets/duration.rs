@@ -1,5 +1,7 @@
 //! `corral::duration::parse`: every duration option of `corral` and
-//! `corral mcp wrap`.
+//! `corral mcp wrap`; and the CLI's GNU readings (`parse_gnu`,
+//! `parse_lenient`), included from `crates/corral-cli/src/gnu_duration.rs`
+//! (the CLI is a program, not a library).
 //!
 //! Invariants (from the module documentation):
 //! - never panics ("no input makes the parser panic");
@@ -16,8 +18,12 @@
 
 use std::time::Duration;
 
-use corral::duration::{MAX_SECS, parse, parse_gnu, parse_lenient};
+use corral::duration::{MAX_SECS, parse};
+use gnu_duration::{parse_gnu, parse_lenient};
 use libfuzzer_sys::fuzz_target;
+
+#[path = "../../crates/corral-cli/src/gnu_duration.rs"]
+mod gnu_duration;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

@@ -6,7 +6,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use corral::{BackendChoice, duration};
 
-use crate::kit::{exit, limits::LimitArgs, sink::ReportArgs};
+use crate::{
+    gnu_duration,
+    kit::{exit, limits::LimitArgs, sink::ReportArgs},
+};
 
 const LONG_VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
@@ -210,18 +213,18 @@ pub struct RunArgs {
     /// End the tree when this much time has passed. 0 (the default) means no
     /// limit; what the command leaves behind is still ended when it exits.
     /// In GNU's form, DURATION comes first instead.
-    #[arg(short, long, value_name = "DURATION", value_parser = duration::parse_lenient, allow_hyphen_values = true, default_value = "0")]
+    #[arg(short, long, value_name = "DURATION", value_parser = gnu_duration::parse_lenient, allow_hyphen_values = true, default_value = "0")]
     pub timeout: Duration,
 
     /// Send SIGKILL this long after SIGNAL if the tree has not ended. Unlike
     /// timeout(1), corral never waits forever: the default is 5s, and 0
     /// sends SIGKILL at once instead of SIGNAL.
-    #[arg(short, long, value_name = "DURATION", value_parser = duration::parse_lenient, allow_hyphen_values = true, default_value = "5s")]
+    #[arg(short, long, value_name = "DURATION", value_parser = gnu_duration::parse_lenient, allow_hyphen_values = true, default_value = "5s")]
     pub kill_after: Duration,
 
     /// After SIGKILL, wait at most this long for the tree to be gone, then
     /// exit anyway and report the survivors (processes stuck in the kernel).
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse_lenient, allow_hyphen_values = true, default_value = "1s")]
+    #[arg(long, value_name = "DURATION", value_parser = gnu_duration::parse_lenient, allow_hyphen_values = true, default_value = "1s")]
     pub final_bound: Duration,
 
     /// The first signal sent to every process of the tree: a name (TERM,

@@ -15,6 +15,7 @@ macro_rules! say {
 mod capabilities;
 mod cli;
 mod getopt;
+mod gnu_duration;
 mod kit;
 mod ledger;
 mod mcp;

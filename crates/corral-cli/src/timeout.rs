@@ -11,11 +11,12 @@ use std::{
     time::Duration,
 };
 
-use corral::{GraceEnds, Signal, duration};
+use corral::{GraceEnds, Signal};
 
 use crate::{
     cli::{BackendArg, FirstSignal, RunArgs},
     getopt::{self, Opt},
+    gnu_duration,
     kit::{exit::Status, limits::LimitArgs, sink::ReportArgs, startup},
     run::personality::{quote, say, say_raw},
 };
@@ -148,7 +149,7 @@ fn parse(name: &str, args: &[OsString]) -> Result<Parsed, Option<String>> {
 /// A DURATION as GNU reads it.
 fn interval(text: &OsStr) -> Result<Duration, String> {
     text.to_str()
-        .and_then(|t| duration::parse_gnu(t).ok())
+        .and_then(|t| gnu_duration::parse_gnu(t).ok())
         .ok_or_else(|| format!("invalid time interval {}", quote(text)))
 }
 

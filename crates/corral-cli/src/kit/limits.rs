@@ -91,7 +91,7 @@ fn parse_cpus(text: &str) -> Result<f64, String> {
 }
 
 fn parse_cpu_time(text: &str) -> Result<Duration, String> {
-    match corral::duration::parse_lenient(text) {
+    match crate::gnu_duration::parse_lenient(text) {
         Ok(d) if d.is_zero() => Err("a CPU-time budget must be more than 0".to_owned()),
         Ok(d) => Ok(d),
         Err(error) => Err(error.to_string()),

@@ -66,7 +66,7 @@ pub fn rewrite(args: Vec<OsString>) -> Result<Vec<OsString>, String> {
     }
     let mut operands = parsed.operands.into_iter();
     let duration = operands.next().unwrap_or_default();
-    if let Err(error) = corral::duration::parse_lenient(&duration.to_string_lossy()) {
+    if let Err(error) = crate::gnu_duration::parse_lenient(&duration.to_string_lossy()) {
         return Err(format!(
             "invalid duration {:?} ({error}); to run a command without a time limit, put it \
              after `--`, e.g. corral run -- {}",
