@@ -59,6 +59,10 @@ use crate::{
 
 static SUBREAPER_CLAIMED: AtomicBool = AtomicBool::new(false);
 
+/// Process-wide, for every later spawn of this process:
+/// [`settings::Settings`](crate::settings::Settings) sets it with the others,
+/// and [`settings::in_effect`](crate::settings::in_effect) reads it back.
+///
 /// Declares this process dedicated to supervision, which lets
 /// [`BackendChoice::Auto`] choose the subreaper backend when cgroups are not
 /// available.
