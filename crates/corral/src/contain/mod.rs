@@ -59,10 +59,6 @@ use crate::{
 
 static SUBREAPER_CLAIMED: AtomicBool = AtomicBool::new(false);
 
-/// Process-wide, for every later spawn of this process:
-/// [`settings::Settings`](crate::settings::Settings) sets it with the others,
-/// and [`settings::in_effect`](crate::settings::in_effect) reads it back.
-///
 /// Declares this process dedicated to supervision, which lets
 /// [`BackendChoice::Auto`] choose the subreaper backend when cgroups are not
 /// available.
@@ -77,6 +73,10 @@ static SUBREAPER_CLAIMED: AtomicBool = AtomicBool::new(false);
 /// group-backed tree never saw and that left its group (`setsid` and double
 /// fork: the group backend's documented hole) is indistinguishable from the
 /// subreaper tree's own, and is treated as such.
+///
+/// Process-wide, for every later spawn of this process:
+/// [`settings::Settings`](crate::settings::Settings) sets it with the others,
+/// and [`settings::in_effect`](crate::settings::in_effect) reads it back.
 pub fn claim_subreaper() {
     SUBREAPER_CLAIMED.store(true, Ordering::SeqCst);
 }

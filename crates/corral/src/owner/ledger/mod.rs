@@ -33,11 +33,11 @@ use store::Store;
 
 static DIR_OVERRIDE: Mutex<Option<PathBuf>> = Mutex::new(None);
 
+/// Uses `dir` for the ledger of this process instead of the default.
+///
 /// Process-wide, for every later spawn of this process:
 /// [`settings::Settings`](crate::settings::Settings) sets it with the others,
 /// and [`settings::in_effect`](crate::settings::in_effect) reads it back.
-///
-/// Uses `dir` for the ledger of this process instead of the default.
 pub fn set_dir(dir: impl Into<PathBuf>) {
     *DIR_OVERRIDE
         .lock()

@@ -38,12 +38,12 @@ pub fn hook() {
     HOOKED.store(true, Ordering::SeqCst);
 }
 
+/// Uses this program (which must call [`hook`] in its `main`, or be the
+/// `corral` command) as the watchdog.
+///
 /// Process-wide, for every later spawn of this process:
 /// [`settings::Settings`](crate::settings::Settings) sets it with the others,
 /// and [`settings::in_effect`](crate::settings::in_effect) reads it back.
-///
-/// Uses this program (which must call [`hook`] in its `main`, or be the
-/// `corral` command) as the watchdog.
 pub fn set_executable(path: impl Into<PathBuf>) {
     *lock(&EXECUTABLE) = Some(path.into());
 }
