@@ -715,3 +715,59 @@ fn table(rows: &[Row]) -> String {
     );
     out
 }
+
+/// As PID 1, corral waits for what is left in the namespace on a pidfd,
+/// not by looking again at growing intervals: a helper that entered from
+/// outside and takes 0.3 s to end on `SIGTERM` (its trap sleeps) is looked
+/// at a handful of times in that grace (each look is a debug line), where a
+/// poll of 1 ms doubling to 50 ms looked a dozen times (and saw the end up
+/// to 50 ms late). The helper still ends by its trap, and nothing is left.
+#[test]
+fn as_pid_1_corral_waits_for_what_is_left_on_a_pidfd_not_a_poll() {
+    if !namespaces() {
+        return;
+    }
+    let scratch = Scratch::new("pid1-rest-pidfd");
+    std::fs::write(
+        scratch.path("helper"),
+        "trap 'sleep 0.3; echo ended >> \"$D/ended\"; exit 0' TERM\n\
+         echo started >> \"$D/$1\"\n\
+         while :; do sleep 1000 & wait $!; done\n",
+    )
+    .expect("write the helper");
+    let script =
+        "echo ready; read cue; while [ ! -s \"$D/outsider\" ]; do sleep 0.01; done; exit 0";
+    let mut run = Run::start_with(
+        &["/usr/bin/env", "RUST_LOG=corral::init=debug"],
+        Pid1::Corral,
+        script,
+        &scratch,
+        "rest-pidfd",
+    )
+    .expect("corral");
+    let entered = Command::new(NSENTER)
+        .arg(format!("--target={}", run.init.pid))
+        .args(["--pid", "--mount", "--", "sh", "-c"])
+        .arg("sh \"$D/helper\" outsider </dev/null >/dev/null 2>&1 &")
+        .env(MARK, &run.mark)
+        .env("D", scratch.path(""))
+        .status()
+        .expect("run nsenter");
+    assert!(entered.success(), "nsenter: {entered:?}");
+    run.cue();
+    let (status, said, mark) = run.end();
+    let left = corral_tests::proc::with_env(MARK, &mark);
+    corral_tests::kill_leftovers(&left);
+    let ended = std::fs::read_to_string(scratch.path("ended")).unwrap_or_default();
+    assert_eq!(status, 0, "{said:#?}");
+    assert_eq!(ended.lines().count(), 1, "the helper's trap ran: {said:#?}");
+    assert!(left.is_empty(), "left: {left:?}");
+    let looks = said
+        .iter()
+        .filter(|l| l.contains("looked at what is left in the namespace"))
+        .count();
+    assert!(
+        (1..=5).contains(&looks),
+        "{looks} looks in a 0.3 s grace: {said:#?}"
+    );
+}

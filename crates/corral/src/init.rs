@@ -8,13 +8,13 @@
 //! those trees have ended, by a tree's policy (signal, grace, `SIGKILL`,
 //! final bound), and names it.
 
-use std::{collections::HashSet, time::Duration};
+use std::{collections::HashSet, os::fd::AsFd, time::Duration};
 
 use tokio::time::Instant;
 
 use crate::{
     contain,
-    identity::{self, Delivery, ProcessInfo, Stat},
+    identity::{self, Delivery, Held, ProcessInfo, Stat},
     outcome::SignalSent,
     signal::Signal,
     sys,
@@ -188,17 +188,47 @@ fn settle() -> Vec<Stat> {
     }
 }
 
-/// [`settle`] until nothing is left or `until` passes, looking again at
-/// growing intervals (1 ms to [`POLL_MAX`]).
+/// [`settle`] until nothing is left or `until` passes. Between two looks it
+/// waits on the pidfd of one process still there, so the next look comes
+/// the moment that one exits (nothing is left only once it has); where no
+/// pidfd can be had, or that process still shows as running once its pidfd
+/// said it exited, it looks again at growing intervals (1 ms to
+/// [`POLL_MAX`]).
 async fn settle_until(until: Instant) -> Vec<Stat> {
     let mut pause = Duration::from_millis(1);
+    let mut waited_for = None;
     loop {
         let left = settle();
+        tracing::debug!(left = left.len(), "looked at what is left in the namespace");
         if left.is_empty() || Instant::now() >= until {
             return left;
         }
+        let first = (left[0].pid, left[0].start_time);
+        if waited_for != Some(first) && wait_for_exit(first, until).await {
+            waited_for = Some(first);
+            continue;
+        }
         tokio::time::sleep_until(until.min(Instant::now() + pause)).await;
         pause = (pause * 2).min(POLL_MAX);
+    }
+}
+
+/// Waits on its pidfd until the process `identity` names exits or `until`
+/// passes; false if no pidfd could be had (nothing was waited for).
+async fn wait_for_exit((pid, start_time): (i32, u64), until: Instant) -> bool {
+    match identity::hold_verified(pid, start_time) {
+        Ok(Held::Pidfd(pidfd)) => match sys::pidfd_wait_until(pidfd.as_fd(), until).await {
+            Ok(_) => true,
+            Err(error) => {
+                tracing::debug!(pid, %error, "waiting on a pidfd failed");
+                false
+            }
+        },
+        Ok(Held::Gone) => true,
+        Err(error) => {
+            tracing::debug!(pid, %error, "no pidfd to wait on");
+            false
+        }
     }
 }
 
