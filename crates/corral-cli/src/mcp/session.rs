@@ -108,7 +108,9 @@ pub async fn run(args: &ClientArgs, parent: i32, request: Request) -> Done {
         cancel: CancellationToken::new(),
         received: None,
     };
-    let connected = match args.target() {
+    let target = args.target();
+    let over_http = matches!(target, ServerTarget::Http { .. });
+    let connected = match target {
         ServerTarget::Stdio(command) => {
             let command = server_command(&command, &args.tree);
             let options = connect_options(args, guard.cancel.clone());
@@ -137,7 +139,9 @@ pub async fn run(args: &ClientArgs, parent: i32, request: Request) -> Done {
         "connected; sending the request"
     );
     let options = call_options(args.timeout, guard.cancel.clone());
-    let answer = guard.run(send(&connection, request, &options)).await;
+    let answer = guard
+        .run(send(&connection, request, &options, over_http))
+        .await;
     let request_id = match &answer {
         Err(CallError::NotSent { .. }) => None,
         _ => connection.last_request_id(),
@@ -152,15 +156,34 @@ pub async fn run(args: &ClientArgs, parent: i32, request: Request) -> Done {
     }
 }
 
-/// Sends the request and returns its answer as JSON.
+/// Sends the request and returns its answer as JSON. Over HTTP a call lists
+/// the tools first (under its own `options`), so that the request carries
+/// the `Mcp-Param-*` headers the tool's schema asks for, and a tool with
+/// invalid annotations is refused before anything is sent for it.
 async fn send(
     connection: &Connection,
     request: Request,
     options: &CallOptions,
+    over_http: bool,
 ) -> Result<Value, CallError> {
     let invalid = |error: serde_json::Error| CallError::InvalidResult(error.to_string());
     match request {
         Request::Call { tool, arguments } => {
+            if over_http {
+                match connection.list_tools(options).await {
+                    Ok(_) => {}
+                    // A server that cannot list still gets the call, without
+                    // parameter headers.
+                    Err(error @ (CallError::Rpc { .. } | CallError::InvalidResult(_))) => {
+                        tracing::warn!(%error, "listing the tools before the call failed");
+                    }
+                    Err(error) => {
+                        return Err(CallError::NotSent {
+                            reason: format!("listing the tools before the call: {error}"),
+                        });
+                    }
+                }
+            }
             let result = connection.call_tool(&tool, arguments, options).await?;
             serde_json::to_value(result).map_err(invalid)
         }

@@ -7,7 +7,9 @@
 //! 1. `server/discover` (2026-07-28), unless the caller knows the server is
 //!    legacy. A discovery result that offers a version this client speaks
 //!    ends the handshake: every later request carries the protocol version
-//!    and the client's identity in its `_meta`.
+//!    and the client's identity in its `_meta`. A discovery refused as an
+//!    unsupported version (`-32022`) whose `data.supported` lists 2026-07-28
+//!    is asked once more (with a fresh id).
 //! 2. Otherwise `initialize` (2025-11-25 and earlier), then
 //!    `notifications/initialized`. The fallback is not keyed to one error
 //!    code: *any* JSON-RPC error, an answer that is not a discovery result,
@@ -39,6 +41,9 @@ use super::{
 pub const MODERN: &str = "2026-07-28";
 /// The version this client asks for in `initialize`.
 pub const LEGACY: &str = "2025-11-25";
+/// The JSON-RPC error of a request in a protocol version the server does
+/// not implement (2026-07-28); its `data.supported` lists those it does.
+const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 /// Versions this client accepts in an `initialize` answer.
 const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
@@ -94,8 +99,34 @@ pub(crate) async fn handshake(
         // Open until the initialize step's deadline too: a modern server
         // still starting reads it first once it runs, answers it late, and
         // then refuses `initialize` on this connection (docs/flakes.md (20)).
-        let mut discover =
-            Box::pin(core.request("server/discover", Some(params), &discover_options));
+        let mut discover = Box::pin(async {
+            let first = core
+                .request("server/discover", Some(params.clone()), &discover_options)
+                .await;
+            match first {
+                // Refused with the versions the server speaks, ours among
+                // them (a server that turned down the first try): asked
+                // once more, under a fresh id, within what is left.
+                Err(CallError::Rpc {
+                    code: UNSUPPORTED_PROTOCOL_VERSION,
+                    ref data,
+                    ..
+                }) if offers(data.as_ref(), MODERN) => {
+                    tracing::debug!(
+                        "server/discover: refused with {MODERN} among the supported versions: asking again"
+                    );
+                    let again = CallOptions::timeout(
+                        deadline.cut(
+                            options
+                                .discover_timeout
+                                .saturating_add(options.initialize_timeout),
+                        ),
+                    );
+                    core.request("server/discover", Some(params), &again).await
+                }
+                other => other,
+            }
+        });
         tokio::select! {
             biased;
             answered = &mut discover => {
@@ -237,6 +268,14 @@ fn discovered(
             Ok(None)
         }
     }
+}
+
+/// Whether the `data` of an unsupported-version error lists `version` in
+/// its `supported` versions.
+fn offers(data: Option<&Value>, version: &str) -> bool {
+    data.and_then(|data| data.get("supported"))
+        .and_then(Value::as_array)
+        .is_some_and(|supported| supported.iter().any(|v| v.as_str() == Some(version)))
 }
 
 /// The handshake's deadline, when it has one.

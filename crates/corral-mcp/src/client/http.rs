@@ -44,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     dispatch::{cancelled_notification, dispatch},
+    headers::mirror,
     options::{HTTP_ANSWERS_IN_FLIGHT, HTTP_IDLE_CONNECTIONS, HttpOptions},
     outcome::ConnectError,
     shared::{Core, Outbound, Reply, bump, lock},
@@ -61,6 +62,8 @@ const SESSION: &str = "mcp-session-id";
 const VERSION: &str = "mcp-protocol-version";
 /// How much of an error answer's body goes into the call's error message.
 const ERROR_BODY: usize = 512;
+/// How much of an error answer's body is read for its JSON-RPC error.
+const ERROR_BODY_JSON: usize = 64 * 1024;
 
 /// The endpoint, and what every request to it carries.
 #[derive(Debug)]
@@ -133,23 +136,46 @@ impl Endpoint {
         lock(&self.failure).clone()
     }
 
-    /// The headers of every request after the handshake.
-    fn with_session(&self, core: &Core, request: RequestBuilder) -> RequestBuilder {
+    /// The caller's headers and the session's.
+    fn with_session(&self, request: RequestBuilder) -> RequestBuilder {
         let mut request = request.headers(self.headers.clone());
         if let Some(session) = lock(&self.session).clone() {
             request = request.header(SESSION, session);
         }
-        if let Some(version) = core.protocol_version() {
-            request = request.header(VERSION, version);
-        }
         request
     }
 
+    /// The session's headers and the protocol version (a `GET` or a
+    /// `DELETE`, which have no body to mirror).
+    fn without_body(&self, core: &Core, request: RequestBuilder) -> RequestBuilder {
+        let request = self.with_session(request);
+        match core.protocol_version() {
+            Some(version) => request.header(VERSION, version),
+            None => request,
+        }
+    }
+
+    /// A `POST` of one message, with the headers that mirror its body
+    /// (`headers.rs`): the version, `Mcp-Method`, `Mcp-Name`, and the
+    /// `x-mcp-header` parameters of the tool it calls.
     fn post(&self, core: &Core, body: Vec<u8>) -> RequestBuilder {
-        self.with_session(core, self.client.post(self.url.clone()))
+        let mut request = self
+            .with_session(self.client.post(self.url.clone()))
             .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream")
-            .body(body)
+            .header(ACCEPT, "application/json, text/event-stream");
+        let frame: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let version = core.protocol_version();
+        let headers = mirror(&frame, version.as_deref(), &lock(&core.tools).params);
+        for (name, value) in headers {
+            // Both are header-safe by construction (`headers::encode`).
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(&value),
+            ) {
+                request = request.header(name, value);
+            }
+        }
+        request.body(body)
     }
 
     /// Keeps the session id of the first answer that carries one.
@@ -169,7 +195,7 @@ impl Endpoint {
         if !self.has_session() {
             return;
         }
-        let request = self.with_session(core, self.client.delete(self.url.clone()));
+        let request = self.without_body(core, self.client.delete(self.url.clone()));
         match timeout(grace, request.send()).await {
             Ok(Ok(response)) => {
                 tracing::debug!(status = %response.status(), "ended the HTTP session");
@@ -409,13 +435,28 @@ async fn exchange(
     }
     if !status.is_success() {
         let expired = status == StatusCode::NOT_FOUND && endpoint.has_session();
-        let body = error_body(response).await;
+        let (body, rpc) = error_body(response).await;
         let why = if expired {
             format!("the server ended the session (HTTP {status} from POST {url}){body}")
         } else {
             format!("HTTP {status} from POST {url}{body}")
         };
-        refused(&core, id.as_ref(), why.clone());
+        match (rpc, &id) {
+            // The 2026-07-28 transport answers a refused request with its
+            // JSON-RPC error (an unsupported version lists the supported
+            // ones): the call gets that error's code and data.
+            (Some(Reply::Error { code, data, .. }), Some(id)) if !expired => {
+                core.settle(
+                    id,
+                    Reply::Error {
+                        code,
+                        message: why.clone(),
+                        data,
+                    },
+                );
+            }
+            _ => refused(&core, id.as_ref(), why.clone()),
+        }
         return expired.then_some(why);
     }
     let Some(id) = id else {
@@ -528,23 +569,38 @@ fn redirected(url: &str, status: StatusCode, response: &Response) -> String {
     )
 }
 
-/// The start of an error answer's body, for the call's message.
-async fn error_body(mut response: Response) -> String {
+/// The start of an error answer's body, for the call's message, and the
+/// JSON-RPC error it holds, if it is one (read up to
+/// [`ERROR_BODY_JSON`] bytes).
+async fn error_body(mut response: Response) -> (String, Option<Reply>) {
     let mut body = Vec::new();
-    while body.len() < ERROR_BODY {
+    while body.len() < ERROR_BODY_JSON {
         match response.chunk().await {
             Ok(Some(chunk)) => body.extend_from_slice(&chunk),
             _ => break,
         }
     }
+    let rpc = rpc_error(&body);
     body.truncate(ERROR_BODY);
     let text = String::from_utf8_lossy(&body);
     let text = text.trim();
-    if text.is_empty() {
+    let text = if text.is_empty() {
         String::new()
     } else {
         format!(": {text}")
-    }
+    };
+    (text, rpc)
+}
+
+/// The error of a JSON-RPC error response, if `body` is one.
+fn rpc_error(body: &[u8]) -> Option<Reply> {
+    let frame: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let error = frame.get("error")?;
+    Some(Reply::Error {
+        code: error.get("code")?.as_i64()?,
+        message: error.get("message")?.as_str()?.to_owned(),
+        data: error.get("data").cloned(),
+    })
 }
 
 /// An error and its sources, one sentence (reqwest's own message names

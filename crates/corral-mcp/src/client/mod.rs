@@ -16,7 +16,8 @@
 //! - `shared`: the state a connection's handles, writer and reader share
 //!   (its `Core`); `dispatch`: what one incoming frame does.
 //! - `stdio`: the stdio wire; `http`: the streamable HTTP wire, `sse`: its
-//!   event-stream parser.
+//!   event-stream parser, `headers`: the headers that mirror a request's
+//!   body (version, method, name, `x-mcp-header` parameters).
 //! - `handshake`: `server/discover` with fallback to `initialize`.
 //! - `connection`: the supervisor and the teardown; `manager`: names and
 //!   reconnects. The count of live tasks is the crate's `tasks`.
@@ -26,6 +27,7 @@
 mod connection;
 mod dispatch;
 mod handshake;
+mod headers;
 mod http;
 mod manager;
 mod options;

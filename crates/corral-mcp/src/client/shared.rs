@@ -25,6 +25,7 @@ use tokio::{
 };
 
 use super::{
+    headers::ToolParams,
     options::CallOptions,
     outcome::{CallError, Ended},
 };
@@ -165,6 +166,17 @@ impl Tail {
     }
 }
 
+/// What the listed tools mean for the HTTP headers of a call.
+#[derive(Debug, Default)]
+pub(crate) struct Tools {
+    /// Whether the transport is HTTP (the only one that mirrors headers).
+    pub http: bool,
+    /// The `x-mcp-header` parameters of each valid tool.
+    pub params: ToolParams,
+    /// The tools rejected for their annotations, and why.
+    pub rejected: HashMap<String, String>,
+}
+
 /// The shared state of one connection.
 #[derive(Debug)]
 pub(crate) struct Core {
@@ -185,6 +197,9 @@ pub(crate) struct Core {
     /// The protocol version the handshake settled on (the HTTP transport
     /// sends it as `MCP-Protocol-Version`).
     protocol_version: Mutex<Option<String>>,
+    /// Over HTTP: the `x-mcp-header` parameters of each tool the latest
+    /// `tools/list` gave, and the tools it rejected (with why).
+    pub tools: Mutex<Tools>,
     pub counters: Counters,
     pub stderr: Mutex<Tail>,
 }
@@ -212,6 +227,7 @@ impl Core {
             closed: Mutex::new(None),
             meta: Mutex::new(None),
             protocol_version: Mutex::new(None),
+            tools: Mutex::new(Tools::default()),
             counters: Counters::default(),
             stderr: Mutex::new(Tail::new(stderr_tail)),
         };

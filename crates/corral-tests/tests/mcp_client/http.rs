@@ -300,9 +300,16 @@ async fn requests_carry_the_session_the_version_and_the_callers_headers() {
         .lines()
         .filter(|line| line.contains(" headers:"))
         .collect();
-    // Before the handshake: no session and no version yet.
+    // The discovery carries the version of its `_meta` (every 2026-07-28
+    // POST must); the legacy `initialize` after it, no session and no
+    // version yet.
     assert_eq!(
         notes.first().copied(),
+        Some("fixture: POST headers: authorization=Bearer t0ken mcp-protocol-version=2026-07-28"),
+        "{log}"
+    );
+    assert_eq!(
+        notes.get(1).copied(),
         Some("fixture: POST headers: authorization=Bearer t0ken"),
         "{log}"
     );

@@ -37,9 +37,10 @@ use tokio::{
 
 use super::{
     handshake::PeerInfo,
+    headers::annotations,
     options::{CallOptions, ConnectOptions, HttpOptions},
     outcome::{CallError, ConnectError, Ended},
-    shared::{Core, ReadStats},
+    shared::{Core, ReadStats, lock},
 };
 use crate::message::Id;
 
@@ -192,12 +193,19 @@ impl Connection {
     /// Calls a tool. A result with `isError: true` is the tool's own error
     /// and comes back as `Ok`.
     ///
+    /// Over HTTP the request carries `Mcp-Name` and the `Mcp-Param-*`
+    /// headers of the parameters the tool's schema annotates with
+    /// `x-mcp-header`, as the latest [`Connection::list_tools`] gave them
+    /// (list first: a tool never listed gets no `Mcp-Param-*` header); a
+    /// tool that listing rejected for its annotations is not called.
+    ///
     /// Nothing is retried, ever: a deadline, a cancellation or a dropped
     /// future after the request was written gives
     /// [`CallError::OutcomeUnknown`], and what the server did is not undone.
     ///
     /// # Errors
-    /// As [`Connection::request`], and [`CallError::InvalidResult`].
+    /// As [`Connection::request`], and [`CallError::InvalidResult`];
+    /// [`CallError::NotSent`] for a tool rejected for its annotations.
     ///
     /// # Cancel safety
     /// As [`Connection::request`].
@@ -207,6 +215,11 @@ impl Connection {
         arguments: Option<Map<String, Value>>,
         options: &CallOptions,
     ) -> Result<CallToolResult, CallError> {
+        if let Some(why) = lock(&self.core.tools).rejected.get(name) {
+            return Err(CallError::NotSent {
+                reason: format!("the tool {name:?} was rejected when the tools were listed: {why}"),
+            });
+        }
         let mut params = json!({"name": name});
         if let Some(arguments) = arguments {
             params["arguments"] = Value::Object(arguments);
@@ -220,9 +233,38 @@ impl Connection {
 
     /// Lists the server's tools (every page, each under `options`).
     ///
+    /// Over HTTP, a tool whose `x-mcp-header` annotations break the
+    /// specification's rules is left out (with a warning naming it and why),
+    /// and the annotations of the others are kept for
+    /// [`Connection::call_tool`]'s headers.
+    ///
     /// # Errors
     /// As [`Connection::call_tool`].
     pub async fn list_tools(&self, options: &CallOptions) -> Result<Vec<Tool>, CallError> {
+        let tools = self.list_all_tools(options).await?;
+        let mut known = lock(&self.core.tools);
+        if !known.http {
+            return Ok(tools);
+        }
+        known.params.clear();
+        known.rejected.clear();
+        let mut kept = Vec::with_capacity(tools.len());
+        for tool in tools {
+            match annotations(&tool.input_schema) {
+                Ok(params) => {
+                    known.params.insert(tool.name.to_string(), params);
+                    kept.push(tool);
+                }
+                Err(why) => {
+                    tracing::warn!(tool = %tool.name, %why, "rejected a tool for its x-mcp-header annotations");
+                    known.rejected.insert(tool.name.to_string(), why);
+                }
+            }
+        }
+        Ok(kept)
+    }
+
+    async fn list_all_tools(&self, options: &CallOptions) -> Result<Vec<Tool>, CallError> {
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
         // A server that pages for ever is cut off.

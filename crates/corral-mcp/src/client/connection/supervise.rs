@@ -241,7 +241,10 @@ async fn supervise(
             Link::Stdio(Box::new((input, output, None, None, None)))
         }
         Launch::Http { url, options: http } => match Endpoint::new(&url, &http) {
-            Ok(endpoint) => Link::Http(Arc::new(endpoint)),
+            Ok(endpoint) => {
+                lock(&core.tools).http = true;
+                Link::Http(Arc::new(endpoint))
+            }
             Err(error) => return fail(reply, done, error),
         },
     };
