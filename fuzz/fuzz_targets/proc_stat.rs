@@ -1,6 +1,7 @@
-//! `corral::identity::parse_stat`: the parser of `/proc/PID/stat`, whose
-//! command name (`comm`) a process chooses itself and may hold spaces,
-//! parentheses and newlines.
+//! `parse_stat`: corral's parser of `/proc/PID/stat` (included from
+//! `crates/corral/src/identity/stat.rs`, which is private to the library),
+//! whose command name (`comm`) a process chooses itself and may hold
+//! spaces, parentheses and newlines.
 //!
 //! Invariants (from the parser's documentation: the name sits between the
 //! first `(` and the *last* `)`):
@@ -14,22 +15,28 @@
 
 #![no_main]
 
-use corral::identity::{Stat, parse_stat};
 use libfuzzer_sys::{arbitrary::Unstructured, fuzz_target};
+use stat::{Stat, parse_stat};
 
-/// The line the kernel would write for `stat` (fields 5 to 21 as `filler`).
-fn kernel_line(stat: &Stat, filler: &[i64; 15]) -> String {
+// Only the parser is fuzzed; the file's reader (and `is_running`) go unused.
+#[allow(dead_code)]
+#[path = "../../crates/corral/src/identity/stat.rs"]
+mod stat;
+
+/// The line the kernel would write for `stat`, with the fields the parser
+/// skips (7 to 19, and 21) from `filler`.
+fn kernel_line(stat: &Stat, filler: &[i64; 14]) -> String {
     let mut line = format!(
         "{} ({}) {} {} {} {}",
         stat.pid, stat.comm, stat.state, stat.ppid, stat.pgid, stat.sid
     );
-    for value in filler {
+    for value in &filler[..13] {
         line.push_str(&format!(" {value}"));
     }
-    // starttime, then the fields the parser ignores.
+    // num_threads, itrealvalue, starttime, then fields the parser ignores.
     line.push_str(&format!(
-        " {} 1000 100 18446744073709551615\n",
-        stat.start_time
+        " {} {} {} 1000 100 18446744073709551615\n",
+        stat.threads, filler[13], stat.start_time
     ));
     line
 }
@@ -46,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
             "comm is not the text between the parentheses"
         );
         assert!(!stat.state.is_ascii_whitespace());
-        let again = parse_stat(&kernel_line(&stat, &[0; 15]));
+        let again = parse_stat(&kernel_line(&stat, &[0; 14]));
         assert_eq!(
             again.as_ref(),
             Some(&stat),
@@ -56,16 +63,28 @@ fuzz_target!(|data: &[u8]| {
 
     // 2. A kernel-style line with a hostile command name.
     let mut u = Unstructured::new(data);
-    let (Ok(pid), Ok(ppid), Ok(pgid), Ok(sid), Ok(start_time), Ok(state), Ok(filler), Ok(comm)) = (
+    let (
+        Ok(pid),
+        Ok(ppid),
+        Ok(pgid),
+        Ok(sid),
+        Ok(threads),
+        Ok(start_time),
+        Ok(state),
+        Ok(filler),
+        Ok(comm),
+    ) = (
         u.arbitrary::<i32>(),
         u.arbitrary::<i32>(),
         u.arbitrary::<i32>(),
         u.arbitrary::<i32>(),
+        u.arbitrary::<i64>(),
         u.arbitrary::<u64>(),
         u.choose(&['R', 'S', 'D', 'Z', 'T', 't', 'W', 'X', 'x', 'K', 'P', 'I']),
-        u.arbitrary::<[i64; 15]>(),
+        u.arbitrary::<[i64; 14]>(),
         u.arbitrary::<String>(),
-    ) else {
+    )
+    else {
         return;
     };
     // The state is one of the kernel's letters.
@@ -77,6 +96,7 @@ fuzz_target!(|data: &[u8]| {
         ppid,
         pgid,
         sid,
+        threads,
         start_time,
     };
     let line = kernel_line(&stat, &filler);

@@ -647,7 +647,7 @@ fn the_whole_tree_is_ended_under_the_timeout_name() {
 #[test]
 fn foreground_keeps_the_callers_process_group() {
     let my_group = corral_tests::stat(std::process::id() as i32)
-        .map(|s| s.pgrp)
+        .map(|s| s.pgid)
         .expect("own stat");
     let print_group = ["sh", "-c", "cut -d' ' -f5 /proc/$$/stat"];
     for who in ALL {

@@ -45,8 +45,9 @@ fn checks_files(dir: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// Runs `scenario` and asserts the suite passed it.
-fn passes(scenario: &str) {
+/// Runs `scenario` and asserts the suite passed it; its checks (none if
+/// skipped).
+fn passes(scenario: &str) -> Vec<Value> {
     let (node, suite, driver) = (node(), suite(), peer("conformance_client.mjs"));
     let missing: Vec<String> = [&node, &suite]
         .into_iter()
@@ -58,7 +59,7 @@ fn passes(scenario: &str) {
             "the conformance suite is not installed ({} missing): run scripts/install-mcp-peers",
             missing.join(", ")
         ));
-        return;
+        return Vec::new();
     }
     let scratch = Scratch::new(&format!("conformance-{scenario}"));
     fs::create_dir_all(&scratch.0).expect("scratch dir");
@@ -109,6 +110,7 @@ fn passes(scenario: &str) {
         checks.iter().any(|c| c["status"] == "SUCCESS"),
         "{scenario}: no check succeeded:\n{said}"
     );
+    checks
 }
 
 #[test]
@@ -139,6 +141,27 @@ fn http_custom_headers() {
 #[test]
 fn http_invalid_tool_headers() {
     passes("http-invalid-tool-headers");
+}
+
+/// Resumed with one `GET` (`Last-Event-ID`) after the server's `retry:`,
+/// and the request never sent again.
+#[test]
+fn sse_retry() {
+    let checks = passes("sse-retry");
+    if checks.is_empty() {
+        return;
+    }
+    let incoming: Vec<&Value> = checks
+        .iter()
+        .filter(|c| c["id"] == "incoming-request")
+        .map(|c| &c["details"])
+        .collect();
+    let calls = incoming
+        .iter()
+        .filter(|d| d["method"] == "POST" && d["jsonrpcMethod"] == "tools/call")
+        .count();
+    let gets = incoming.iter().filter(|d| d["method"] == "GET").count();
+    assert_eq!((calls, gets), (1, 1), "{incoming:#?}");
 }
 
 #[test]

@@ -110,7 +110,7 @@ async fn worker(fixture: PathBuf) -> ExitCode {
 /// no one has reaped).
 fn own_zombies() -> usize {
     let me = std::process::id() as i32;
-    corral::identity::all_processes()
+    corral_tests::proc::all_processes()
         .map(|all| {
             all.iter()
                 .filter(|s| s.ppid == me && s.state == 'Z')
@@ -217,7 +217,7 @@ async fn kill_corral(fixture: &Path) -> Result<Value, String> {
         return Err(format!("{} processes are running", guard.procs.len()));
     }
     let walk_started = Instant::now();
-    let walked = corral::identity::all_processes().map_err(|e| format!("/proc: {e}"))?;
+    let walked = corral_tests::proc::all_processes().map_err(|e| format!("/proc: {e}"))?;
     let walk = walk_started.elapsed();
     // Watched from outside corral: when the last member exits.
     let pidfds = pidfds_of(&guard.procs)?;

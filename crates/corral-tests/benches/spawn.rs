@@ -44,8 +44,9 @@ enum Contender {
     TokioForkPath,
     /// Diagnostic: the cgroup leaf's own mkdir/open/rmdir, no process.
     CgroupLeafOnly,
-    /// Diagnostic: one walk of `/proc` as the group and subreaper backends
-    /// do it (`corral::identity::all_processes`).
+    /// Diagnostic: one walk of `/proc` reading every `/proc/PID/stat` with
+    /// the parser the group and subreaper backends use
+    /// (`corral_tests::proc::all_processes`).
     ProcScan,
     /// Diagnostic: an inotify instance watching one file, then closed (what
     /// the cgroup backend does per call to learn `populated 0`).
@@ -160,7 +161,8 @@ impl Bench {
                 fs::remove_dir(&leaf).map_err(|e| format!("rmdir {}: {e}", leaf.display()))?;
             }
             Contender::ProcScan => {
-                let table = corral::identity::all_processes().map_err(|e| format!("/proc: {e}"))?;
+                let table =
+                    corral_tests::proc::all_processes().map_err(|e| format!("/proc: {e}"))?;
                 if table.is_empty() {
                     return Err("/proc walk found nothing".to_owned());
                 }

@@ -10,7 +10,7 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`proc`] | `Proc`, the `/proc/PID/stat` parser |
+//! | [`proc`] | `Proc`; `/proc` read with corral's own `/proc/PID/stat` parser |
 //! | [`sched`] | `Busy`: what the scheduler gave a process, to tell its own waits from a starved machine |
 //! | [`guard`] | killing leftovers by identity: `Guard`, `Owned`, `Bystander` |
 //! | [`lines`] | readiness lines (`ready <pid>...`) and line readers |

@@ -1,55 +1,40 @@
-//! A process by identity, and the `/proc/PID/stat` parser.
+//! A process by identity, and `/proc` read with corral's own `/proc/PID/stat`
+//! parser.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, io};
 
 use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
 
-/// The fields of `/proc/PID/stat` the tests care about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stat {
-    /// `R`, `S`, `D`, `T`, `Z`, `X`, ... (field 3).
-    pub state: char,
-    /// Field 4.
-    pub ppid: i32,
-    /// Process group id (field 5).
-    pub pgrp: i32,
-    /// Session id (field 6).
-    pub session: i32,
-    /// Threads (field 20).
-    pub threads: i64,
-    /// Start time in clock ticks since boot (field 22).
-    pub start_time: u64,
-}
+// The very parser corral uses, included by its path (it needs nothing but
+// `std`): what a test reads of a process is what corral reads.
+#[path = "../../corral/src/identity/stat.rs"]
+mod stat;
 
-impl Stat {
-    /// Neither a zombie nor dead; a process whose first thread has exited
-    /// (it reads `Z`) while another runs on is running.
-    pub fn is_running(&self) -> bool {
-        !matches!(self.state, 'Z' | 'X' | 'x') || (self.state == 'Z' && self.threads > 1)
-    }
-}
+use stat::read_small;
+pub use stat::{Stat, parse_stat};
 
 /// Reads `/proc/PID/stat`; `None` if the process does not exist (any more)
 /// or the file cannot be parsed.
-///
-/// The command name (field 2) is in parentheses and may itself contain
-/// spaces and `)`, so the line is split at its *last* `)`.
 pub fn stat(pid: i32) -> Option<Stat> {
     if pid <= 0 {
         return None;
     }
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = text.rsplit_once(')')?;
-    // `fields[0]` is field 3, so field N is `fields[N - 3]`.
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    Some(Stat {
-        state: fields.first()?.chars().next()?,
-        ppid: fields.get(1)?.parse().ok()?,
-        pgrp: fields.get(2)?.parse().ok()?,
-        session: fields.get(3)?.parse().ok()?,
-        threads: fields.get(17)?.parse().ok()?,
-        start_time: fields.get(19)?.parse().ok()?,
-    })
+    let text = read_small(&format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&String::from_utf8_lossy(&text))
+}
+
+/// Every process listed in `/proc`, zombies included, read as corral's walk
+/// reads it. Entries that vanish or cannot be parsed mid-walk are skipped;
+/// an error only if `/proc` itself cannot be listed.
+pub fn all_processes() -> io::Result<Vec<Stat>> {
+    Ok(pids()?.filter_map(stat).collect())
+}
+
+/// The pids listed in `/proc` (processes, not threads).
+fn pids() -> io::Result<impl Iterator<Item = i32>> {
+    Ok(std::fs::read_dir("/proc")?
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok()))
 }
 
 /// The identity of a process: its pid and its start time (field 22 of
@@ -124,8 +109,8 @@ impl Proc {
             stat.state,
             stat.ppid,
             cmdline(stat.ppid),
-            stat.pgrp,
-            stat.session
+            stat.pgid,
+            stat.sid
         )
     }
 
@@ -162,6 +147,17 @@ pub fn cmdline(pid: i32) -> String {
         .join(" ")
 }
 
+/// The command line of a process as corral reports it: its arguments joined
+/// by spaces, or `[comm]` when it has none (a kernel thread or a zombie).
+pub fn command_line(stat: &Stat) -> String {
+    let line = cmdline(stat.pid);
+    if line.is_empty() {
+        format!("[{}]", stat.comm)
+    } else {
+        line
+    }
+}
+
 /// Whether signal `n`'s bit is set in a `/proc` signal mask.
 pub fn has_signal(mask: u64, n: i32) -> bool {
     mask & (1 << (n - 1)) != 0
@@ -191,26 +187,18 @@ pub fn with_env(name: &str, value: &str) -> Vec<Proc> {
 /// The running processes with `entry` as one of the NUL-separated entries of
 /// `/proc/PID/{file}`.
 fn with_entry(file: &str, entry: &str) -> Vec<Proc> {
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return found;
+    let Ok(pids) = pids() else {
+        return Vec::new();
     };
-    for dir in entries.flatten() {
-        let Some(pid) = dir.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(text) = std::fs::read(dir.path().join(file)) else {
-            continue;
-        };
-        if text.split(|&b| b == 0).any(|e| e == entry.as_bytes())
-            && let Some(stat) = stat(pid)
-            && stat.is_running()
-        {
-            found.push(Proc {
-                pid,
-                start_time: stat.start_time,
-            });
-        }
-    }
-    found
+    pids.filter(|pid| {
+        std::fs::read(format!("/proc/{pid}/{file}"))
+            .is_ok_and(|text| text.split(|&b| b == 0).any(|e| e == entry.as_bytes()))
+    })
+    .filter_map(stat)
+    .filter(Stat::is_running)
+    .map(|stat| Proc {
+        pid: stat.pid,
+        start_time: stat.start_time,
+    })
+    .collect()
 }

@@ -26,12 +26,12 @@ use std::{
 
 use common::fixture_path;
 use corral::{
-    Backend, BackendChoice, Command, Error, Outcome, SpawnFailure, identity,
+    Backend, BackendChoice, Command, Error, Outcome, SpawnFailure,
     identity::Identity,
     ledger::{self, SweepAction},
 };
 use corral_tests::{
-    Bystander, Proc, is_root, kill_leftovers, parse_ready,
+    Bystander, Proc, is_root, kill_leftovers, parse_ready, proc,
     this_process::{become_subreaper, open_fd_count},
     wait_until_async,
 };
@@ -526,60 +526,6 @@ fn fork_storm_under_a_process_limit_is_cleaned_up() {
 }
 
 // ---------------------------------------------------------------------------
-// /proc entries vanishing mid-walk.
-
-/// Walks of `/proc` race processes that come and go by the hundred: entries
-/// that vanish mid-walk are skipped, never an error or a panic, and a
-/// vanished process reads as `NotFound`.
-#[test]
-fn proc_entries_vanishing_mid_walk_are_skipped() {
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let churn: Vec<_> = (0..2)
-        .map(|_| {
-            let stop = std::sync::Arc::clone(&stop);
-            std::thread::spawn(move || {
-                let mut spawned = 0u32;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let child = StdCommand::new("sh")
-                        .args(["-c", "true & true & true & wait"])
-                        .stdin(Stdio::null())
-                        .stdout(Stdio::null())
-                        .spawn();
-                    if let Ok(mut child) = child {
-                        let _ = child.wait();
-                        spawned += 4;
-                    }
-                }
-                spawned
-            })
-        })
-        .collect();
-    let me = std::process::id() as i32;
-    let deadline = Instant::now() + Duration::from_secs(2);
-    let (mut walks, mut seen, mut vanished) = (0u32, 0usize, 0usize);
-    while Instant::now() < deadline {
-        let table = identity::all_processes().expect("a walk never fails");
-        walks += 1;
-        seen += table.len();
-        assert!(table.iter().any(|s| s.pid == me), "we are in the walk");
-        for stat in table.iter().filter(|s| s.ppid != 0) {
-            match identity::read_stat(stat.pid) {
-                Ok(again) => assert_eq!(again.pid, stat.pid),
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => vanished += 1,
-                Err(error) => panic!("reading a vanishing /proc/{}/stat: {error:?}", stat.pid),
-            }
-            let _ = identity::describe(stat);
-        }
-    }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let spawned: u32 = churn.into_iter().map(|t| t.join().unwrap_or(0)).sum();
-    println!(
-        "{walks} walks, {seen} entries, {vanished} vanished before a re-read, {spawned} processes came and went"
-    );
-    assert!(spawned > 100, "the churn ran: {spawned}");
-}
-
-// ---------------------------------------------------------------------------
 // Library bugs these faults exposed, kept as regression tests (both fixed).
 
 /// Without pidfds every spawn starts a watchdog helper, fails to take charge
@@ -613,7 +559,7 @@ fn without_pidfds_the_watchdog_leaves_no_zombies() {
     });
     std::thread::sleep(Duration::from_millis(200));
     let me = std::process::id() as i32;
-    let zombies: Vec<identity::Stat> = identity::all_processes()
+    let zombies: Vec<proc::Stat> = proc::all_processes()
         .expect("walk")
         .into_iter()
         .filter(|s| s.ppid == me && s.state == 'Z')

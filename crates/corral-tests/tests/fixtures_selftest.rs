@@ -233,7 +233,7 @@ async fn fork_lists_all_children() {
     let leader = stat(f.leader().pid).expect("leader stat");
     for p in f.descendants() {
         let s = stat(p.pid).expect("child stat");
-        assert_eq!((s.ppid, s.pgrp), (f.leader().pid, leader.pgrp));
+        assert_eq!((s.ppid, s.pgid), (f.leader().pid, leader.pgid));
     }
 }
 
@@ -243,8 +243,8 @@ async fn setsid_child_is_in_a_new_session() {
     assert_eq!(f.running(), 2);
     let leader = stat(f.leader().pid).expect("leader stat");
     let child = stat(f.procs[1].pid).expect("child stat");
-    assert_ne!(child.session, leader.session);
-    assert_eq!(child.session, f.procs[1].pid);
+    assert_ne!(child.sid, leader.sid);
+    assert_eq!(child.sid, f.procs[1].pid);
 }
 
 #[tokio::test]
@@ -254,8 +254,8 @@ async fn daemon_escapes_session_and_pipes() {
     let daemon = f.procs[1];
     let leader = stat(f.leader().pid).expect("leader stat");
     let s = stat(daemon.pid).expect("daemon stat");
-    assert_ne!(s.session, leader.session);
-    assert_eq!(s.session, daemon.pid);
+    assert_ne!(s.sid, leader.sid);
+    assert_eq!(s.sid, daemon.pid);
     assert_ne!(s.ppid, f.leader().pid, "the middle process is gone");
     assert_eq!(daemon.ignores(libc::SIGTERM), Some(true));
     assert_eq!(daemon.ignores(libc::SIGHUP), Some(true));
@@ -279,7 +279,7 @@ async fn leave_children_outlive_the_leader() {
     let sessions: Vec<bool> = f
         .descendants()
         .iter()
-        .map(|p| stat(p.pid).expect("child stat").session == p.pid)
+        .map(|p| stat(p.pid).expect("child stat").sid == p.pid)
         .collect();
     assert_eq!(sessions, [false, true, false], "odd children call setsid()");
 }
@@ -362,7 +362,7 @@ async fn tree_ignore_survives_sigterm() {
     let new_sessions: Vec<usize> = (0..10)
         .filter(|&i| {
             let p = f.descendants()[i];
-            stat(p.pid).expect("child stat").session == p.pid
+            stat(p.pid).expect("child stat").sid == p.pid
         })
         .collect();
     assert_eq!(new_sessions, [2, 5, 8], "every third child calls setsid()");

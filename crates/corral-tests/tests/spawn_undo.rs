@@ -28,7 +28,7 @@ const ESCAPES: &str = "setsid sleep 300 & (trap '' TERM; sleep 300) & \
 
 /// The processes marked `mark` still running once what `SIGKILL` was sent
 /// to has had a moment to go (up to 5 s), and a guard that ends them.
-async fn left_running(mark: &str) -> (Vec<corral::identity::Stat>, Guard) {
+async fn left_running(mark: &str) -> (Vec<corral_tests::Stat>, Guard) {
     wait_until_async(Duration::from_secs(5), || {
         reap_orphans();
         marked(mark).is_empty()

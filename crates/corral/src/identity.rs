@@ -12,6 +12,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::{signal::Signal, sys};
 
+mod stat;
+
+use stat::read_small;
+pub(crate) use stat::{Stat, parse_stat};
+
 /// A process, named by identity: pid plus start time (clock ticks after boot).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Identity {
@@ -34,73 +39,8 @@ pub struct ProcessInfo {
     pub command: String,
 }
 
-/// The fields of `/proc/PID/stat` that corral uses.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stat {
-    /// Process id.
-    pub pid: i32,
-    /// The command name (`comm`), at most 15 bytes, may contain anything.
-    pub comm: String,
-    /// One-letter state: `R`, `S`, `D`, `Z` (zombie), `T`, `X` (dead), ...
-    pub state: char,
-    /// Parent process id.
-    pub ppid: i32,
-    /// Process group id.
-    pub pgid: i32,
-    /// Session id.
-    pub sid: i32,
-    /// Threads (`num_threads`).
-    pub threads: i64,
-    /// Start time in clock ticks after boot.
-    pub start_time: u64,
-}
-
-impl Stat {
-    /// Whether the process is still running (not a zombie, not dead). A
-    /// zombie has exited and holds nothing but its pid and exit status; but
-    /// a process whose first thread has exited while another runs on reads
-    /// `Z` too (with more than one thread), and is running.
-    pub fn is_running(&self) -> bool {
-        !matches!(self.state, 'Z' | 'X' | 'x') || (self.state == 'Z' && self.threads > 1)
-    }
-}
-
-/// Parses the contents of `/proc/PID/stat`.
-///
-/// The command name sits in parentheses and may itself contain spaces and
-/// parentheses, so the fields after it are found from the *last* `)`.
-pub fn parse_stat(text: &str) -> Option<Stat> {
-    let open = text.find('(')?;
-    let close = text.rfind(')')?;
-    if close < open {
-        return None;
-    }
-    let pid = text.get(..open)?.trim().parse().ok()?;
-    let comm = text.get(open + 1..close)?.to_owned();
-    let mut rest = text.get(close + 1..)?.split_ascii_whitespace();
-    // Fields from 3 on: state ppid pgrp session tty_nr tpgid flags minflt
-    // cminflt majflt cmajflt utime stime cutime cstime priority nice
-    // num_threads itrealvalue starttime.
-    let state = rest.next()?.chars().next()?;
-    let ppid = rest.next()?.parse().ok()?;
-    let pgid = rest.next()?.parse().ok()?;
-    let sid = rest.next()?.parse().ok()?;
-    let threads = rest.nth(13)?.parse().ok()?;
-    let start_time = rest.nth(1)?.parse().ok()?;
-    Some(Stat {
-        pid,
-        comm,
-        state,
-        ppid,
-        pgid,
-        sid,
-        threads,
-        start_time,
-    })
-}
-
 /// Reads `/proc/PID/stat`. `NotFound` when the process is gone.
-pub fn read_stat(pid: i32) -> io::Result<Stat> {
+pub(crate) fn read_stat(pid: i32) -> io::Result<Stat> {
     let text = read_small(&format!("/proc/{pid}/stat")).map_err(|error| {
         // A process that is reaped between the open and the read makes the
         // read fail with ESRCH: gone all the same.
@@ -196,7 +136,7 @@ fn flags_of(text: &str) -> u64 {
 
 /// Every process currently listed in `/proc`. Entries that vanish or cannot be
 /// parsed mid-walk are skipped.
-pub fn all_processes() -> io::Result<Vec<Stat>> {
+pub(crate) fn all_processes() -> io::Result<Vec<Stat>> {
     walk_processes(|_| {})
 }
 
@@ -249,7 +189,7 @@ pub(crate) fn walk_processes_holding(
 
 /// The command line of a process, arguments joined by spaces; `[comm]` when it
 /// has none (a kernel thread or a zombie).
-pub fn command_line(stat: &Stat) -> String {
+pub(crate) fn command_line(stat: &Stat) -> String {
     let raw = fs::read(format!("/proc/{}/cmdline", stat.pid)).unwrap_or_default();
     let joined = raw
         .split(|&b| b == 0)
@@ -265,7 +205,7 @@ pub fn command_line(stat: &Stat) -> String {
 }
 
 /// The report entry for a process.
-pub fn describe(stat: &Stat) -> ProcessInfo {
+pub(crate) fn describe(stat: &Stat) -> ProcessInfo {
     ProcessInfo {
         pid: stat.pid,
         start_time: stat.start_time,
@@ -385,35 +325,6 @@ pub(crate) fn signal_if(
         Err(e) if sys::is_gone(&e) => Ok(Delivery::Gone),
         Err(e) => Err(e),
     }
-}
-
-/// A small `/proc` file in one `read` where it fits (a `stat` line does):
-/// open, read, close, without the size query and the second read for
-/// end-of-file that reading to a string costs. A walk of the host reads one
-/// per process, so this is most of what a walk costs.
-fn read_small(path: &str) -> io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut file = fs::File::open(path)?;
-    let mut bytes = vec![0; 512];
-    let mut filled = 0;
-    loop {
-        match file.read(&mut bytes[filled..]) {
-            Ok(0) => break,
-            Ok(n) => {
-                filled += n;
-                // A procfs file is generated whole at the first read: a
-                // short read is all of it.
-                if filled < bytes.len() {
-                    break;
-                }
-                bytes.resize(bytes.len() * 2, 0);
-            }
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-            Err(error) => return Err(error),
-        }
-    }
-    bytes.truncate(filled);
-    Ok(bytes)
 }
 
 /// The children of `pid` (of every one of its threads), from
@@ -653,35 +564,63 @@ pub(crate) mod tests {
         assert_eq!(cycle, vec![30, 31]);
     }
 
-    const SAMPLE: &str = "1234 (a) b (c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 1000 100 18446744073709551615";
-
+    /// Walks of `/proc` race processes that come and go by the hundred:
+    /// entries that vanish mid-walk are skipped, never an error or a panic,
+    /// and a vanished process reads as `NotFound`.
     #[test]
-    fn parses_hostile_command_names() {
-        let stat = parse_stat(SAMPLE).expect("parses");
-        assert_eq!(stat.pid, 1234);
-        assert_eq!(stat.comm, "a) b (c)");
-        assert_eq!(stat.state, 'S');
-        assert_eq!((stat.ppid, stat.pgid, stat.sid), (1, 1234, 1234));
-        assert_eq!(stat.start_time, 98765);
-    }
-
-    #[test]
-    fn rejects_truncated_and_garbage() {
-        for text in [
-            "",
-            "1234",
-            "1234 (x",
-            "x) (y",
-            "12 (x) S 1 2 3",
-            ") 1 (",
-            "abc (x) S 1 1 1 0",
-        ] {
-            assert_eq!(parse_stat(text), None, "{text:?}");
+    fn proc_entries_vanishing_mid_walk_are_skipped() {
+        use std::{
+            process::{Command, Stdio},
+            sync::{
+                Arc,
+                atomic::{AtomicBool, Ordering},
+            },
+            time::{Duration, Instant},
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let churn: Vec<_> = (0..2)
+            .map(|_| {
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    let mut spawned = 0u32;
+                    while !stop.load(Ordering::Relaxed) {
+                        let child = Command::new("sh")
+                            .args(["-c", "true & true & true & wait"])
+                            .stdin(Stdio::null())
+                            .stdout(Stdio::null())
+                            .spawn();
+                        if let Ok(mut child) = child {
+                            let _ = child.wait();
+                            spawned += 4;
+                        }
+                    }
+                    spawned
+                })
+            })
+            .collect();
+        let me = std::process::id() as i32;
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let (mut walks, mut seen, mut vanished) = (0u32, 0usize, 0usize);
+        while Instant::now() < deadline {
+            let table = all_processes().expect("a walk never fails");
+            walks += 1;
+            seen += table.len();
+            assert!(table.iter().any(|s| s.pid == me), "we are in the walk");
+            for stat in table.iter().filter(|s| s.ppid != 0) {
+                match read_stat(stat.pid) {
+                    Ok(again) => assert_eq!(again.pid, stat.pid),
+                    Err(error) if error.kind() == io::ErrorKind::NotFound => vanished += 1,
+                    Err(error) => panic!("reading a vanishing /proc/{}/stat: {error:?}", stat.pid),
+                }
+                let _ = describe(stat);
+            }
         }
-        // Every prefix of a valid line is handled without a panic.
-        for end in 0..SAMPLE.len() {
-            let _ = parse_stat(&SAMPLE[..end]);
-        }
+        stop.store(true, Ordering::Relaxed);
+        let spawned: u32 = churn.into_iter().map(|t| t.join().unwrap_or(0)).sum();
+        println!(
+            "{walks} walks, {seen} entries, {vanished} vanished before a re-read, {spawned} processes came and went"
+        );
+        assert!(spawned > 100, "the churn ran: {spawned}");
     }
 
     #[test]
@@ -805,12 +744,5 @@ pub(crate) mod tests {
         }
         assert_eq!(handed.get(&asked_pid), Some(&true), "the one asked for");
         assert_eq!(handed.get(&other_pid), Some(&false), "the other");
-    }
-
-    #[test]
-    fn zombie_is_not_running() {
-        let mut stat = parse_stat(SAMPLE).expect("parses");
-        stat.state = 'Z';
-        assert!(!stat.is_running());
     }
 }

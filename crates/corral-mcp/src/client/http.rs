@@ -62,6 +62,12 @@ const SESSION: &str = "mcp-session-id";
 const VERSION: &str = "mcp-protocol-version";
 /// How much of an error answer's body goes into the call's error message.
 const ERROR_BODY: usize = 512;
+/// The wait before resuming an event stream whose server set no `retry:`.
+const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+/// Resumptions in a row that bring no new event before the answer is given
+/// up as ended.
+const IDLE_RESUMES: u32 = 5;
+const LAST_EVENT_ID: &str = "last-event-id";
 /// How much of an error answer's body is read for its JSON-RPC error.
 const ERROR_BODY_JSON: usize = 64 * 1024;
 
@@ -472,7 +478,9 @@ async fn exchange(
         .unwrap_or_default()
         .to_ascii_lowercase();
     let ended = if kind.starts_with("text/event-stream") {
-        events(&core, response, &id, max_frame_bytes).await
+        let mut parser = Parser::new(max_frame_bytes);
+        let ended = events(&core, response, &id, &mut parser).await;
+        resume(&core, &endpoint, &id, parser, ended).await
     } else if kind.starts_with("application/json") {
         json(&core, response, max_frame_bytes).await
     } else {
@@ -509,11 +517,73 @@ fn refused(core: &Core, id: Option<&Id>, why: String) {
     }
 }
 
+/// After the event stream answering `id` ended (`ended`) with the call
+/// still waiting: resumes it while the server gave it an event id (SSE
+/// resumption, 2025-11-25 and later). Waits the server's `retry:` (else
+/// [`DEFAULT_RETRY`]), then `GET`s the endpoint with `Last-Event-ID` and
+/// reads that stream as the first; the request itself is never sent again.
+/// Gives up after [`IDLE_RESUMES`] resumptions in a row that brought no new
+/// event, or a `GET` refused; the call's own deadlines bound the whole (its
+/// giving up drops this exchange). Returns how the last stream ended.
+async fn resume(
+    core: &Core,
+    endpoint: &Endpoint,
+    id: &Id,
+    mut parser: Parser,
+    mut ended: Result<(), String>,
+) -> Result<(), String> {
+    let mut idle = 0;
+    while core.waits_for(id) && idle < IDLE_RESUMES {
+        let Some(last) = parser.last_event_id().map(str::to_owned) else {
+            break;
+        };
+        idle += 1;
+        let wait = parser.retry().unwrap_or(DEFAULT_RETRY);
+        tracing::debug!(%id, %last, ?wait, "the answer's event stream ended: resuming it");
+        tokio::time::sleep(wait).await;
+        let url = endpoint.url();
+        let request = endpoint
+            .without_body(core, endpoint.client.get(endpoint.url.clone()))
+            .header(ACCEPT, "text/event-stream")
+            .header(LAST_EVENT_ID, last.as_str());
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(error) => return Err(format!("GET {url} to resume it failed: {}", chain(&error))),
+        };
+        let status = response.status();
+        let is_stream = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|kind| kind.to_ascii_lowercase().starts_with("text/event-stream"));
+        if !status.is_success() || !is_stream {
+            return Err(format!(
+                "it ended, and the GET {url} to resume it after event {last:?} got HTTP {status}{}",
+                if is_stream {
+                    ""
+                } else {
+                    " without an event stream"
+                }
+            ));
+        }
+        parser = parser.resumed();
+        ended = events(core, response, id, &mut parser).await;
+        if parser.last_event_id() != Some(last.as_str()) {
+            idle = 0;
+        }
+    }
+    ended
+}
+
 /// A `text/event-stream` answer to the request `id`: each event's data is
 /// one message. Read until `id` is settled (then the stream is dropped,
 /// whatever the server keeps sending) or the stream ends.
-async fn events(core: &Core, mut response: Response, id: &Id, max: usize) -> Result<(), String> {
-    let mut parser = Parser::new(max);
+async fn events(
+    core: &Core,
+    mut response: Response,
+    id: &Id,
+    parser: &mut Parser,
+) -> Result<(), String> {
     while let Some(chunk) = response.chunk().await.map_err(|error| chain(&error))? {
         for item in parser.feed(&chunk) {
             match item {

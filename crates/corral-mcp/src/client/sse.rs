@@ -2,8 +2,12 @@
 //! streamable HTTP answer), pure: bytes in, events out.
 //!
 //! Events are split on blank lines; `data:` lines are joined with `\n`;
-//! `event:` and `id:` are kept; `retry:`, unknown fields and comment lines
-//! (starting with `:`) are ignored; lines may end in LF, CRLF or CR. An
+//! `event:` and `id:` are kept; the last `id:` seen (even on an event
+//! without data, such as a server's priming event) and the last `retry:`
+//! (digits only, in milliseconds) are remembered for a resumption
+//! ([`Parser::last_event_id`], [`Parser::retry`]); unknown fields and
+//! comment lines (starting with `:`) are ignored; lines may end in LF, CRLF
+//! or CR. An
 //! event larger than the cap is dropped whole and reported as
 //! [`Item::TooLong`], and its bytes are never buffered past the cap.
 //!
@@ -46,6 +50,10 @@ pub(crate) struct Parser {
     line_len: usize,
     /// The last byte was a CR (an LF right after it ends nothing).
     after_cr: bool,
+    /// The last event id seen, kept across events.
+    last_event_id: Option<String>,
+    /// The last reconnection time the server set.
+    retry: Option<std::time::Duration>,
 }
 
 impl Parser {
@@ -59,7 +67,29 @@ impl Parser {
             size: 0,
             line_len: 0,
             after_cr: false,
+            last_event_id: None,
+            retry: None,
         }
+    }
+
+    /// A parser for the stream that resumes this one: nothing of a
+    /// half-read event, the last event id and the reconnection time kept.
+    pub(crate) fn resumed(&self) -> Self {
+        let mut next = Self::new(self.max_event_bytes);
+        next.last_event_id.clone_from(&self.last_event_id);
+        next.retry = self.retry;
+        next
+    }
+
+    /// The last event id the stream gave (`Last-Event-ID` of a
+    /// resumption), if any.
+    pub(crate) fn last_event_id(&self) -> Option<&str> {
+        self.last_event_id.as_deref()
+    }
+
+    /// The reconnection time the stream set last (`retry:`), if any.
+    pub(crate) fn retry(&self) -> Option<std::time::Duration> {
+        self.retry
     }
 
     /// Feeds `bytes`; the events they complete, in order.
@@ -141,7 +171,17 @@ impl Parser {
             b"event" => self.event.event = Some(String::from_utf8_lossy(value).into_owned()),
             // An id with a NUL is ignored, as the specification says.
             b"id" if !value.contains(&0) => {
-                self.event.id = Some(String::from_utf8_lossy(value).into_owned());
+                let id = String::from_utf8_lossy(value).into_owned();
+                self.last_event_id = Some(id.clone());
+                self.event.id = Some(id);
+            }
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                if let Some(ms) = std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|digits| digits.parse().ok())
+                {
+                    self.retry = Some(std::time::Duration::from_millis(ms));
+                }
             }
             _ => {}
         }

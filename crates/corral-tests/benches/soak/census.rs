@@ -13,13 +13,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use corral::{
-    Backend,
-    identity::{self, Stat},
-};
+use corral::Backend;
 use rustix::process::{Pid, WaitOptions, waitpid};
 
-use corral_tests::{Proc, kill_within};
+use corral_tests::{
+    Proc, kill_within,
+    proc::{self, Stat},
+};
 
 use crate::plan::Mode;
 
@@ -63,7 +63,7 @@ impl Leftover {
 /// whose environment names the run (should one reach init anyway).
 /// Zombies do not count; the watchdog helper is not from the run.
 pub fn leftovers(run: &str, origins: &Origins) -> Vec<Leftover> {
-    let Ok(table) = identity::all_processes() else {
+    let Ok(table) = proc::all_processes() else {
         return Vec::new();
     };
     let me = std::process::id() as i32;
@@ -87,7 +87,7 @@ pub fn leftovers(run: &str, origins: &Origins) -> Vec<Leftover> {
         .filter_map(|stat| {
             let call = call_of(stat.pid, run);
             (ours.contains(&stat.pid) || call.is_some()).then(|| Leftover {
-                command: identity::command_line(&stat),
+                command: proc::command_line(&stat),
                 origin: call.and_then(|n| origins.get(&n).copied()),
                 call,
                 stat,
@@ -128,7 +128,7 @@ pub fn kill(leftovers: &[Leftover]) -> usize {
 pub fn reap_zombies() -> usize {
     let me = std::process::id() as i32;
     let helper = corral::watchdog::helper_pid();
-    let table = identity::all_processes().unwrap_or_default();
+    let table = proc::all_processes().unwrap_or_default();
     table
         .iter()
         .filter(|s| s.ppid == me && s.state == 'Z' && Some(s.pid) != helper)

@@ -6,8 +6,11 @@ use std::{
     process::{Command as StdCommand, Stdio},
 };
 
-use corral::{Backend, identity};
-use corral_tests::is_root;
+use corral::Backend;
+use corral_tests::{
+    is_root,
+    proc::{Stat, all_processes},
+};
 
 use crate::common::fixture_path;
 
@@ -138,12 +141,12 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Running processes that carry `MARK=mark` in their environment.
-pub(crate) fn marked(mark: &str) -> Vec<identity::Stat> {
+pub(crate) fn marked(mark: &str) -> Vec<Stat> {
     let needle = format!("{MARK}={mark}");
-    identity::all_processes()
+    all_processes()
         .expect("walking /proc")
         .into_iter()
-        .filter(identity::Stat::is_running)
+        .filter(Stat::is_running)
         .filter(|s| {
             std::fs::read(format!("/proc/{}/environ", s.pid)).is_ok_and(|env| {
                 env.split(|&b| b == 0)
@@ -154,9 +157,9 @@ pub(crate) fn marked(mark: &str) -> Vec<identity::Stat> {
 }
 
 /// Running children of this process.
-pub(crate) fn running_children() -> Vec<identity::Stat> {
+pub(crate) fn running_children() -> Vec<Stat> {
     let me = std::process::id() as i32;
-    identity::all_processes()
+    all_processes()
         .expect("walking /proc")
         .into_iter()
         .filter(|s| s.ppid == me && s.is_running())
@@ -201,7 +204,7 @@ pub(crate) fn limit_processes(limit: u64) {
 /// `RLIMIT_NPROC` counts.
 pub(crate) fn tasks_of(uid: u32) -> u64 {
     let uid = uid.to_string();
-    identity::all_processes()
+    all_processes()
         .unwrap_or_default()
         .iter()
         .filter_map(|s| std::fs::read_to_string(format!("/proc/{}/status", s.pid)).ok())
@@ -225,7 +228,7 @@ pub(crate) fn tasks_of(uid: u32) -> u64 {
 /// Only while corral holds no unreaped leader.
 pub(crate) fn reap_orphans() {
     let me = std::process::id() as i32;
-    for stat in identity::all_processes().unwrap_or_default() {
+    for stat in all_processes().unwrap_or_default() {
         if stat.ppid == me && stat.state == 'Z' {
             // A zombie's pid cannot be reused before it is reaped.
             if let Some(pid) = rustix::process::Pid::from_raw(stat.pid) {

@@ -99,3 +99,22 @@ fn an_unfinished_event_is_not_dispatched() {
     assert!(parser.feed(b"\n").is_empty());
     assert_eq!(data(parser.feed(b"\n")), ["half"]);
 }
+
+#[test]
+fn the_last_id_and_retry_are_kept_for_a_resumption() {
+    let mut parser = Parser::new(1024);
+    assert_eq!((parser.last_event_id(), parser.retry()), (None, None));
+    // A priming event: an id and a retry, no data line.
+    assert!(parser.feed(b"id: event-1\nretry: 500\n\n").is_empty());
+    assert_eq!(parser.last_event_id(), Some("event-1"));
+    assert_eq!(parser.retry(), Some(std::time::Duration::from_millis(500)));
+    // Not digits only: ignored, as the specification says.
+    parser.feed(b"retry: 1.5\nretry: -3\nretry:\n\n");
+    assert_eq!(parser.retry(), Some(std::time::Duration::from_millis(500)));
+    // The id outlives the event that set it.
+    assert_eq!(
+        data(parser.feed(b"id: event-2\ndata: x\n\ndata: y\n\n")),
+        ["x", "y"]
+    );
+    assert_eq!(parser.last_event_id(), Some("event-2"));
+}

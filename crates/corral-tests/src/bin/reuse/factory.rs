@@ -23,7 +23,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use corral::identity::{self};
+use corral_tests::proc;
 
 pub(crate) fn run(fixture: &OsStr) -> ! {
     let fail = |what: &str| -> ! {
@@ -132,11 +132,11 @@ fn burn(min: i32, tries: i32) -> String {
 fn hunt(target: i32, tries: i32, exec: &Exec<'_>) -> String {
     for attempt in 0..tries {
         if attempt % 32 == 0
-            && let Ok(stat) = identity::read_stat(target)
+            && let Some(stat) = proc::stat(target)
         {
             return format!(
                 "taken {target} by {:?} (start {}) after {attempt} forks",
-                identity::command_line(&stat),
+                proc::command_line(&stat),
                 stat.start_time
             );
         }
@@ -167,10 +167,10 @@ fn hunt(target: i32, tries: i32, exec: &Exec<'_>) -> String {
         // like the member that held the pid before.
         let deadline = Instant::now() + Duration::from_secs(2);
         while Instant::now() < deadline {
-            let Ok(stat) = identity::read_stat(pid) else {
+            let Some(stat) = proc::stat(pid) else {
                 break;
             };
-            if identity::command_line(&stat).ends_with(" sleep 600") {
+            if proc::command_line(&stat).ends_with(" sleep 600") {
                 return format!("bystander {pid} {}", stat.start_time);
             }
             std::thread::sleep(Duration::from_millis(1));

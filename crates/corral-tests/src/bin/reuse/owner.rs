@@ -8,7 +8,8 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use corral::{Backend, identity::Stat};
+use corral::Backend;
+use corral_tests::proc::Stat;
 
 use crate::{
     Res, fail,

@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use corral::identity::{self, Stat};
+use corral_tests::proc::{self, Stat};
 
 use crate::{Res, fail};
 
@@ -21,7 +21,7 @@ pub(crate) struct Ident {
 
 impl Ident {
     pub(crate) fn of(pid: i32) -> Option<Self> {
-        identity::read_stat(pid).ok().map(|s| Ident {
+        proc::stat(pid).map(|s| Ident {
             pid,
             start: s.start_time,
         })
@@ -29,9 +29,7 @@ impl Ident {
 
     /// This very process's `/proc` entry, if it still exists (zombie included).
     pub(crate) fn stat(&self) -> Option<Stat> {
-        identity::read_stat(self.pid)
-            .ok()
-            .filter(|s| s.start_time == self.start)
+        proc::stat(self.pid).filter(|s| s.start_time == self.start)
     }
 
     pub(crate) fn is_running(&self) -> bool {
@@ -47,17 +45,17 @@ impl Ident {
 
     /// What `/proc` says is at this pid now, for messages.
     pub(crate) fn describe_pid(&self) -> String {
-        match identity::read_stat(self.pid) {
-            Ok(stat) if stat.start_time == self.start => {
-                format!("state {} ({})", stat.state, identity::command_line(&stat))
+        match proc::stat(self.pid) {
+            Some(stat) if stat.start_time == self.start => {
+                format!("state {} ({})", stat.state, proc::command_line(&stat))
             }
-            Ok(stat) => format!(
+            Some(stat) => format!(
                 "pid {} now belongs to start {} ({})",
                 self.pid,
                 stat.start_time,
-                identity::command_line(&stat)
+                proc::command_line(&stat)
             ),
-            Err(_) => format!("pid {} is gone", self.pid),
+            None => format!("pid {} is gone", self.pid),
         }
     }
 }
@@ -113,7 +111,7 @@ pub(crate) fn reap(pid: i32) -> bool {
 /// 1), except `keep`. Only called while the library supervises nothing here.
 pub(crate) fn reap_adopted(keep: &[i32]) -> usize {
     let me = i32::try_from(std::process::id()).unwrap_or(1);
-    identity::all_processes()
+    proc::all_processes()
         .unwrap_or_default()
         .iter()
         .filter(|s| s.ppid == me && !s.is_running() && !keep.contains(&s.pid))
@@ -150,7 +148,7 @@ pub(crate) async fn wait_freed(p: Ident, within: Duration) -> Res<()> {
 
 /// The running children of `parent`.
 pub(crate) fn children(parent: i32) -> Vec<Stat> {
-    identity::all_processes()
+    proc::all_processes()
         .unwrap_or_default()
         .into_iter()
         .filter(|s| s.ppid == parent && s.is_running())

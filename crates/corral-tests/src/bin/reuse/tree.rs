@@ -2,7 +2,7 @@
 
 use std::{path::Path, time::Duration};
 
-use corral::identity::{self};
+use corral_tests::proc;
 
 use crate::{
     Res, fail,
@@ -26,7 +26,7 @@ pub(crate) async fn members_of(leader: Ident) -> Res<(Ident, Ident)> {
     let ready = wait_until(Duration::from_secs(10), || {
         found = children(leader.pid)
             .iter()
-            .filter(|s| identity::command_line(s).ends_with(" sleep 600"))
+            .filter(|s| proc::command_line(s).ends_with(" sleep 600"))
             .map(|s| Ident {
                 pid: s.pid,
                 start: s.start_time,

@@ -1,0 +1,148 @@
+//! Reading and parsing `/proc/PID/stat`, with nothing but `std`: corral's test
+//! crate (`crates/corral-tests/src/proc.rs`) and the fuzz target
+//! `fuzz/fuzz_targets/proc_stat.rs` include this file by its path, so that
+//! what they read is what corral reads, the way corral reads it.
+
+use std::{
+    fs,
+    io::{self, Read},
+};
+
+/// The fields of `/proc/PID/stat` that corral uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    /// Process id.
+    pub pid: i32,
+    /// The command name (`comm`), at most 15 bytes, may contain anything.
+    pub comm: String,
+    /// One-letter state: `R`, `S`, `D`, `Z` (zombie), `T`, `X` (dead), ...
+    pub state: char,
+    /// Parent process id.
+    pub ppid: i32,
+    /// Process group id.
+    pub pgid: i32,
+    /// Session id.
+    pub sid: i32,
+    /// Threads (`num_threads`).
+    pub threads: i64,
+    /// Start time in clock ticks after boot.
+    pub start_time: u64,
+}
+
+impl Stat {
+    /// Whether the process is still running (not a zombie, not dead). A
+    /// zombie has exited and holds nothing but its pid and exit status; but
+    /// a process whose first thread has exited while another runs on reads
+    /// `Z` too (with more than one thread), and is running.
+    pub fn is_running(&self) -> bool {
+        !matches!(self.state, 'Z' | 'X' | 'x') || (self.state == 'Z' && self.threads > 1)
+    }
+}
+
+/// Parses the contents of `/proc/PID/stat`.
+///
+/// The command name sits in parentheses and may itself contain spaces and
+/// parentheses, so the fields after it are found from the *last* `)`.
+pub fn parse_stat(text: &str) -> Option<Stat> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    if close < open {
+        return None;
+    }
+    let pid = text.get(..open)?.trim().parse().ok()?;
+    let comm = text.get(open + 1..close)?.to_owned();
+    let mut rest = text.get(close + 1..)?.split_ascii_whitespace();
+    // Fields from 3 on: state ppid pgrp session tty_nr tpgid flags minflt
+    // cminflt majflt cmajflt utime stime cutime cstime priority nice
+    // num_threads itrealvalue starttime.
+    let state = rest.next()?.chars().next()?;
+    let ppid = rest.next()?.parse().ok()?;
+    let pgid = rest.next()?.parse().ok()?;
+    let sid = rest.next()?.parse().ok()?;
+    let threads = rest.nth(13)?.parse().ok()?;
+    let start_time = rest.nth(1)?.parse().ok()?;
+    Some(Stat {
+        pid,
+        comm,
+        state,
+        ppid,
+        pgid,
+        sid,
+        threads,
+        start_time,
+    })
+}
+
+/// A small `/proc` file in one `read` where it fits (a `stat` line does):
+/// open, read, close, without the size query and the second read for
+/// end-of-file that reading to a string costs. A walk of the host reads one
+/// per process, so this is most of what a walk costs.
+pub fn read_small(path: &str) -> io::Result<Vec<u8>> {
+    let mut file = fs::File::open(path)?;
+    let mut bytes = vec![0; 512];
+    let mut filled = 0;
+    loop {
+        match file.read(&mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                filled += n;
+                // A procfs file is generated whole at the first read: a
+                // short read is all of it.
+                if filled < bytes.len() {
+                    break;
+                }
+                bytes.resize(bytes.len() * 2, 0);
+            }
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    bytes.truncate(filled);
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "1234 (a) b (c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 1000 100 18446744073709551615";
+
+    #[test]
+    fn parses_hostile_command_names() {
+        let stat = parse_stat(SAMPLE).expect("parses");
+        assert_eq!(stat.pid, 1234);
+        assert_eq!(stat.comm, "a) b (c)");
+        assert_eq!(stat.state, 'S');
+        assert_eq!((stat.ppid, stat.pgid, stat.sid), (1, 1234, 1234));
+        assert_eq!(stat.start_time, 98765);
+    }
+
+    #[test]
+    fn rejects_truncated_and_garbage() {
+        for text in [
+            "",
+            "1234",
+            "1234 (x",
+            "x) (y",
+            "12 (x) S 1 2 3",
+            ") 1 (",
+            "abc (x) S 1 1 1 0",
+        ] {
+            assert_eq!(parse_stat(text), None, "{text:?}");
+        }
+        // Every prefix of a valid line is handled without a panic.
+        for end in 0..SAMPLE.len() {
+            let _ = parse_stat(&SAMPLE[..end]);
+        }
+    }
+
+    #[test]
+    fn zombie_is_not_running() {
+        let mut stat = parse_stat(SAMPLE).expect("parses");
+        stat.state = 'Z';
+        assert!(!stat.is_running());
+        // The first thread of a process has exited, another runs on.
+        stat.threads = 2;
+        assert!(stat.is_running());
+    }
+}
