@@ -14,7 +14,7 @@ use crate::kit::exit::Status;
 /// If standard output cannot be written.
 pub fn main(json: bool) -> anyhow::Result<Status> {
     // As `corral run` does, so the answer is the one `run` would get.
-    corral::claim_subreaper();
+    corral::settings::Settings::new().subreaper().apply();
     let capabilities = corral::capabilities();
     let mut out = std::io::stdout().lock();
     if json {

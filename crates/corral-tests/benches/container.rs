@@ -70,7 +70,7 @@ fn main() -> ExitCode {
         .build()
         .expect("tokio runtime");
     if let Some(fixture) = std::env::var_os(INNER) {
-        corral::claim_subreaper();
+        corral::settings::Settings::new().subreaper().apply();
         let code = runtime.block_on(worker(PathBuf::from(fixture)));
         runtime.shutdown_timeout(Duration::from_secs(5));
         return code;

@@ -265,7 +265,7 @@ fn main() -> ExitCode {
 
 async fn run(knobs: &Knobs, sizes: &[usize]) -> ExitCode {
     let fixture = PathBuf::from(env!("CARGO_BIN_EXE_fixture"));
-    corral::claim_subreaper();
+    corral::settings::Settings::new().subreaper().apply();
     let mut contenders: Vec<Contender> = corral_tests::bench::corral_backends()
         .into_iter()
         .map(|backend| Contender::Corral(BackendKey::of(backend)))

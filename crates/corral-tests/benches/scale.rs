@@ -214,9 +214,9 @@ fn main() {
         write_results(&rows);
         std::process::exit(i32::from(failed));
     }
-    corral::ledger::set_dir(
-        std::env::temp_dir().join(format!("corral-scale-{}", std::process::id())),
-    );
+    corral::settings::Settings::new()
+        .ledger_dir(std::env::temp_dir().join(format!("corral-scale-{}", std::process::id())))
+        .apply();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -169,7 +169,9 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let ledger = std::env::temp_dir().join(format!("corral-soak-ledger-{}", std::process::id()));
-    corral::ledger::set_dir(&ledger);
+    corral::settings::Settings::new()
+        .ledger_dir(&ledger)
+        .apply();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

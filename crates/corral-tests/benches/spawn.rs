@@ -204,7 +204,7 @@ fn main() -> ExitCode {
 async fn run(rounds: usize, warmup: usize) -> ExitCode {
     // The subreaper backend is for a process dedicated to supervision; this
     // bench is one.
-    corral::claim_subreaper();
+    corral::settings::Settings::new().subreaper().apply();
     let caps = corral::capabilities();
     let mut contenders = vec![Contender::Tokio];
     for status in &caps.backends {

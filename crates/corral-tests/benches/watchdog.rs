@@ -123,7 +123,9 @@ fn main() -> ExitCode {
     }
     // The `owner` program calls `corral::watchdog::hook()`: it can serve as
     // the watchdog of this process.
-    corral::watchdog::set_executable(target_dir().join("owner"));
+    corral::settings::Settings::new()
+        .watchdog_executable(target_dir().join("owner"))
+        .apply();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

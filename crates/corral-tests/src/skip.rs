@@ -35,7 +35,7 @@ pub fn containing_backend() -> corral::BackendChoice {
     if corral::capabilities().cgroup_parent.is_some() {
         return corral::BackendChoice::Only(corral::Backend::Cgroup);
     }
-    corral::claim_subreaper();
+    corral::settings::Settings::new().subreaper().apply();
     corral::BackendChoice::Auto
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Each test runs 2 or 8 trees side by side in one runtime, each on a backend
 //! of its own choosing (forced, or `Auto` with and without
-//! `corral::claim_subreaper()`), each ended a different way at a different
+//! `Settings::new().subreaper()`), each ended a different way at a different
 //! time: its leader exiting with nothing left, its leader exiting with a
 //! leftover, the time limit, a cancellation token, a dropped handle.
 //!
@@ -400,11 +400,11 @@ async fn two_trees_auto() {
     .await;
 }
 
-/// `Auto` after `claim_subreaper()`: an ordinary user's first tree takes the
+/// `Auto` after `Settings::new().subreaper()`: an ordinary user's first tree takes the
 /// subreaper role, the second falls back to the group backend.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_trees_auto_claimed() {
-    corral::claim_subreaper();
+    corral::settings::Settings::new().subreaper().apply();
     trees(
         "auto-claimed",
         &[auto(End::LeaderExit(1.0)), auto(End::LeaderExit(2.5))],
@@ -450,7 +450,7 @@ async fn eight_trees_auto() {
 /// on the group backend.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_trees_auto_claimed() {
-    corral::claim_subreaper();
+    corral::settings::Settings::new().subreaper().apply();
     trees("eight-auto-claimed", &eight([BackendChoice::Auto; 8])).await;
 }
 

@@ -8,7 +8,7 @@ use corral::{Backend, BackendChoice, Command, Outcome, Signal, Stdio};
 
 /// The backends this process can use (the subreaper one once claimed).
 fn backends() -> Vec<Backend> {
-    corral::claim_subreaper();
+    corral::settings::Settings::new().subreaper().apply();
     corral::capabilities()
         .backends
         .into_iter()

@@ -353,7 +353,7 @@ fn falls_back(why: &str) {
         assert!(running_children().is_empty());
         for expected in [Backend::Group, Backend::Subreaper] {
             if expected == Backend::Subreaper {
-                corral::claim_subreaper();
+                corral::settings::Settings::new().subreaper().apply();
             }
             let finished = Command::new(fixture_path())
                 .args(["fork", "3"])
@@ -540,7 +540,9 @@ fn without_pidfds_the_watchdog_leaves_no_zombies() {
     ) else {
         return;
     };
-    corral::watchdog::set_executable(common::owner_path());
+    corral::settings::Settings::new()
+        .watchdog_executable(common::owner_path())
+        .apply();
     runtime().block_on(async {
         for _ in 0..3 {
             let result = Command::new(fixture_path())

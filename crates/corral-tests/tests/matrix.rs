@@ -1272,7 +1272,7 @@ backend_tests!(returns_once_killed() {
 async fn ledger_record_lives_as_long_as_the_tree() {
     let dir = std::env::temp_dir().join(format!("corral-matrix-ledger-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    corral::ledger::set_dir(&dir);
+    corral::settings::Settings::new().ledger_dir(&dir).apply();
     let mut child = Command::new(fixture_path())
         .args(["sleep", "30"])
         .backend(BackendChoice::Only(Backend::Group))
@@ -1313,7 +1313,7 @@ async fn unkillable_member_is_reported_and_kept(backend: Backend) {
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&dir);
-    corral::ledger::set_dir(&dir);
+    corral::settings::Settings::new().ledger_dir(&dir).apply();
     let spawned = Command::new(fixture_path())
         .args(["fork", "1"])
         .backend(BackendChoice::Only(backend))

@@ -596,8 +596,10 @@ fn serde_json_record(id: &str, owner: Identity, leader: Identity, backend: &str)
 #[test]
 fn a_stopped_watchdog_does_not_block_spawns() {
     let dir = ledger_dir("stopped-watchdog");
-    corral::ledger::set_dir(&dir);
-    corral::watchdog::set_executable(owner_path());
+    corral::settings::Settings::new()
+        .ledger_dir(&dir)
+        .watchdog_executable(owner_path())
+        .apply();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -51,7 +51,7 @@ fn fails_after_launch_and_leaves_nothing(name: &str, backend: Backend) {
     };
     if backend == Backend::Subreaper {
         become_subreaper();
-        corral::claim_subreaper();
+        corral::settings::Settings::new().subreaper().apply();
     }
     runtime().block_on(async {
         let mark = format!("{name}-{}", std::process::id());
@@ -112,7 +112,7 @@ fn out_of_descriptors_during_supervision_the_tree_still_ends(name: &str, backend
     };
     if backend == Backend::Subreaper {
         become_subreaper();
-        corral::claim_subreaper();
+        corral::settings::Settings::new().subreaper().apply();
     }
     runtime().block_on(async {
         let mark = format!("{name}-{}", std::process::id());

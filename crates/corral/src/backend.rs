@@ -7,6 +7,13 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// A containment backend.
+///
+/// ```
+/// use corral::{Backend, BackendChoice};
+/// assert_eq!(Backend::ALL.map(Backend::name), ["cgroup", "subreaper", "group"]);
+/// assert_eq!("group".parse(), Ok(BackendChoice::Only(Backend::Group)));
+/// assert_eq!("auto".parse(), Ok(BackendChoice::Auto));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Backend {
@@ -38,7 +45,16 @@ impl fmt::Display for Backend {
     }
 }
 
-/// Which backend to use.
+/// Which backend to use ([`Command::backend`](crate::Command::backend)).
+///
+/// ```
+/// use corral::{Backend, BackendChoice};
+/// assert_eq!(BackendChoice::default(), BackendChoice::Auto);
+/// let forced: BackendChoice = "cgroup".parse()?;
+/// assert_eq!(forced, BackendChoice::Only(Backend::Cgroup));
+/// assert!("docker".parse::<BackendChoice>().is_err());
+/// # Ok::<(), String>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BackendChoice {
     /// The first available in probe order (cgroup, subreaper if this process

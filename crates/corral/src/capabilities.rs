@@ -7,7 +7,17 @@ use serde::Serialize;
 
 use crate::{backend::Backend, contain, limits::LimitKind, owner::watchdog, sys};
 
-/// Whether one backend can be used here, and why not.
+/// Whether one backend can be used here, and why not
+/// ([`Capabilities::backends`]).
+///
+/// ```no_run
+/// let caps = corral::capabilities();
+/// let cgroup = &caps.backends[0];
+/// assert_eq!(cgroup.backend, corral::Backend::Cgroup);
+/// if !cgroup.available {
+///     eprintln!("no cgroup backend here: {}", cgroup.detail);
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BackendStatus {
     /// The backend.
@@ -18,7 +28,15 @@ pub struct BackendStatus {
     pub detail: String,
 }
 
-/// Whether one kind of limit can be enforced on this process's trees.
+/// Whether one kind of limit can be enforced on this process's trees
+/// ([`Capabilities::limits`]).
+///
+/// ```no_run
+/// let caps = corral::capabilities();
+/// for limit in caps.limits.iter().filter(|l| !l.available) {
+///     println!("{} ({:?}) unavailable: {}", limit.limit, limit.controller, limit.detail);
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LimitStatus {
     /// The limit.
@@ -31,7 +49,13 @@ pub struct LimitStatus {
     pub detail: String,
 }
 
-/// What this machine and process offer.
+/// What this machine and process offer ([`capabilities()`]).
+///
+/// ```no_run
+/// let caps = corral::capabilities();
+/// println!("auto picks {}; pidfds: {}; watchdog {}", caps.auto, caps.pidfd, caps.watchdog);
+/// assert!(caps.backends.iter().any(|b| b.backend == caps.auto));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Capabilities {
     /// Every backend, in probe order.
@@ -49,7 +73,20 @@ pub struct Capabilities {
     pub limits: Vec<LimitStatus>,
 }
 
-/// Probes every backend.
+/// Probes every backend, and what limits this process's trees can have.
+///
+/// ```no_run
+/// let caps = corral::capabilities();
+/// for status in &caps.backends {
+///     let mark = if status.available { "yes" } else { "no" };
+///     println!("{:<10} {mark:<3} {}", status.backend, status.detail);
+/// }
+/// assert_eq!(caps.backends.len(), corral::Backend::ALL.len());
+/// println!("auto picks {}; pidfds: {}; watchdog {}", caps.auto, caps.pidfd, caps.watchdog);
+/// for limit in caps.limits.iter().filter(|l| !l.available) {
+///     println!("{} ({:?}) unavailable: {}", limit.limit, limit.controller, limit.detail);
+/// }
+/// ```
 pub fn capabilities() -> Capabilities {
     let backends: Vec<BackendStatus> = Backend::ALL.iter().map(|&b| status(b)).collect();
     let auto = backends
@@ -91,8 +128,8 @@ fn status(backend: Backend) -> BackendStatus {
                 }
                 Ok(()) => (
                     false,
-                    "usable only by a process dedicated to supervision: call \
-                 corral::claim_subreaper() (the corral command does), or force it"
+                    "usable only by a process dedicated to supervision: apply \
+                 Settings::new().subreaper() (the corral command does), or force it"
                         .to_owned(),
                 ),
                 Err(reason) => (false, reason),

@@ -19,7 +19,17 @@ use tokio::{
     task::JoinHandle,
 };
 
-/// Output kept from one stream.
+/// Output kept from one stream ([`Finished::stdout`](crate::Finished::stdout)
+/// and [`Finished::stderr`](crate::Finished::stderr)).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), corral::Error> {
+/// let finished = corral::Command::new("echo").arg("hi").capture_limit(2).run().await?;
+/// assert_eq!(finished.stdout.text(), "hi");
+/// assert_eq!(finished.stdout.dropped, 1); // the newline
+/// assert!(finished.stdout.complete);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Captured {
@@ -42,6 +52,19 @@ impl Captured {
 /// A live view of a captured stream while the command runs: what was read so
 /// far, and a way to wait for more. Get one with
 /// [`Child::stdout_tap`](crate::child::Child::stdout_tap).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), corral::Error> {
+/// // Wait until a server says it is ready, then use it while it runs.
+/// let mut child = corral::Command::new("my-server").spawn()?;
+/// let mut stdout = child.stdout_tap().expect("stdout is captured by default");
+/// if stdout.wait_for(|bytes| bytes.ends_with(b"ready\n")).await {
+///     println!("up after {} bytes of output", stdout.snapshot().len());
+/// } else {
+///     eprintln!("it closed its output without saying ready");
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct OutputTap {
     buffer: Arc<Mutex<Captured>>,

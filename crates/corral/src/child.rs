@@ -48,6 +48,39 @@ pub type ChildOutput = pipe::Receiver;
 /// assert!(finished.report.survivors.is_empty());
 /// # Ok(()) }
 /// ```
+///
+/// Talking to the command while it runs: its standard input and output as
+/// pipes, or a live view of a captured stream.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use tokio::io::{AsyncReadExt, AsyncWriteExt};
+/// use corral::{Backend, Command, Stdio};
+/// let mut child = Command::new("cat")
+///     .stdin(Stdio::Piped)
+///     .stdout(Stdio::Piped)
+///     .stderr(Stdio::Capture)
+///     .spawn()?;
+/// println!("leader {} on the {} backend", child.id(), child.backend());
+/// assert!(!child.control().ending());
+/// if child.backend() == Backend::Cgroup {
+///     println!("in {:?}", child.cgroup().expect("the cgroup backend has a leaf"));
+/// }
+/// let mut stdin = child.take_stdin().expect("piped");
+/// let mut stdout = child.take_stdout().expect("piped");
+/// assert!(child.take_stderr().is_none(), "captured, not piped");
+/// let errors = child.stderr_tap().expect("captured");
+/// assert!(child.stdout_tap().is_none(), "piped, not captured");
+/// stdin.write_all(b"hello\n").await?;
+/// drop(stdin); // end-of-file: cat exits
+/// let mut echoed = String::new();
+/// stdout.read_to_string(&mut echoed).await?;
+/// assert_eq!(echoed, "hello\n");
+/// let finished = child.wait().await?;
+/// assert!(finished.outcome.success());
+/// assert_eq!(errors.snapshot(), finished.stderr.bytes);
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct Child {
     pub(crate) identity: Identity,
@@ -83,6 +116,30 @@ pub struct Child {
 /// });
 /// let finished = child.wait().await?;
 /// # let _ = finished;
+/// # Ok(()) }
+/// ```
+///
+/// Ending the tree from another task, the ways `timeout(1)` does:
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), corral::Error> {
+/// use corral::{Command, Outcome, Signal};
+/// let mut child = Command::new("sleep").arg("100").spawn()?;
+/// let control = child.control();
+/// assert!(!control.ending());
+/// control.end_with(Signal::INT); // SIGINT first, then the grace and SIGKILL
+/// assert!(control.ending());
+/// let finished = child.wait().await?;
+/// assert_eq!(finished.outcome, Outcome::Cancelled);
+/// assert!(!control.signal(Signal::HUP), "the call has ended");
+///
+/// // As if the time limit had passed, or as `Child::terminate`:
+/// let mut child = Command::new("sleep").arg("100").spawn()?;
+/// child.control().time_up();
+/// assert_eq!(child.wait().await?.outcome, Outcome::TimedOut);
+/// let mut child = Command::new("sleep").arg("100").spawn()?;
+/// child.control().terminate();
+/// assert_eq!(child.wait().await?.outcome, Outcome::Cancelled);
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]

@@ -47,6 +47,20 @@ pub enum Stdio {
 }
 
 /// What happens to processes the leader leaves behind when it exits by itself.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), corral::Error> {
+/// use std::time::Duration;
+/// use corral::{Command, Leftovers};
+/// // A script that starts a daemon on purpose, and exits.
+/// let finished = Command::new("sh")
+///     .args(["-c", "my-daemon &"])
+///     .leftovers(Leftovers::Release { drain: Duration::from_millis(200) })
+///     .run()
+///     .await?;
+/// println!("left running: {:?}", finished.report.released);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Leftovers {
@@ -92,6 +106,65 @@ pub(crate) enum WorkingDir {
 /// let finished = command.run().await?;
 /// println!("{:?}, survivors: {:?}", finished.outcome, finished.report.survivors);
 /// # Ok(()) }
+/// ```
+///
+/// Every setting, and the getters that read them back (nothing is started):
+///
+/// ```
+/// use std::{sync::Arc, time::Duration};
+/// use corral::{BackendChoice, Command, GraceEnds, Leftovers, Limits, Policy, Signal, Stdio};
+/// use tokio_util::sync::CancellationToken;
+///
+/// let mut command = Command::new("make");
+/// command
+///     .arg("-j4")
+///     .args(["all", "check"])
+///     .env_clear()
+///     .env("PATH", "/usr/bin:/bin")
+///     .envs([("LANG", "C")])
+///     .env_remove("MAKEFLAGS")
+///     .current_dir("/tmp")
+///     .stdin(Stdio::Null)
+///     .stdout(Stdio::Capture)
+///     .stderr(Stdio::Inherit)
+///     .capture_limit(1 << 20)
+///     .policy(Policy::default())
+///     .signal(Signal::INT) // `None`: no first signal, only the grace
+///     .grace(Duration::from_secs(2))
+///     .grace_ends(GraceEnds::AtLeaderExit)
+///     .final_bound(Duration::from_millis(500))
+///     .timeout(Duration::from_secs(600))
+///     .cancel_on(CancellationToken::new())
+///     .backend(BackendChoice::Auto)
+///     .leftovers(Leftovers::Release { drain: Duration::from_millis(100) })
+///     .limits(Limits::new().max_processes(256))
+///     .foreground(false)
+///     .new_session(true)
+///     .on_signal(|signal| eprintln!("sending {signal:?}"))
+///     .watchdog(true)
+///     .ledger(true)
+///     .ignore_sigpipe(false)
+///     .default_signals([Signal::TTIN, Signal::TTOU])
+///     .user(1000) // checked at the spawn: root, or this process's own ids
+///     .group(1000);
+///
+/// assert_eq!(command.get_program(), "make");
+/// assert_eq!(command.get_args().collect::<Vec<_>>(), ["-j4", "all", "check"]);
+/// assert!(command.get_env_clear());
+/// assert_eq!(command.get_envs().len(), 3);
+/// assert_eq!(command.get_envs().last(), Some(("MAKEFLAGS".as_ref(), None)));
+/// assert_eq!(command.get_current_dir(), Some("/tmp".as_ref()));
+/// assert_eq!(command.get_policy().signal, Some(Signal::INT));
+/// assert_eq!(command.get_policy().bound(), Duration::from_millis(2500));
+/// assert_eq!(command.get_timeout(), Some(Duration::from_secs(600)));
+/// assert_eq!(command.get_limits().max_processes, Some(256));
+/// assert_eq!(command.display(), "make -j4 all check");
+/// assert_eq!(command.program(), "make");
+///
+/// // An open directory instead of a path: the getter no longer names one.
+/// command.current_dir_fd(Arc::new(std::fs::File::open("/tmp")?.into()));
+/// assert_eq!(command.get_current_dir(), None);
+/// # Ok::<(), std::io::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Command {

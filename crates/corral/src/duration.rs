@@ -9,6 +9,16 @@
 //! one, so it never turns into "no limit". Negative, `nan`, `inf`, exponents,
 //! signs, inner spaces and values above [`MAX_SECS`] are rejected, and no
 //! input makes the parser panic.
+//!
+//! ```
+//! use std::time::Duration;
+//! use corral::duration::{parse, DurationError};
+//! assert_eq!(parse("1.5"), Ok(Duration::from_millis(1500)));
+//! assert_eq!(parse("1m30s"), Ok(Duration::from_secs(90)));
+//! assert_eq!(parse("300ms"), Ok(Duration::from_millis(300)));
+//! assert_eq!(parse("0"), Ok(Duration::ZERO)); // "no limit", for the caller to say
+//! assert_eq!(parse("-1"), Err(DurationError::Negative));
+//! ```
 
 use std::{fmt, time::Duration};
 
@@ -30,6 +40,14 @@ const UNITS: &[(&str, u128)] = &[
 
 /// Why a duration was rejected. The message does not repeat the input (clap
 /// shows it) and says what would be accepted.
+///
+/// ```
+/// use corral::duration::{parse, DurationError};
+/// assert_eq!(parse("1m30"), Err(DurationError::MissingUnit));
+/// assert_eq!(parse("5y"), Err(DurationError::UnknownUnit("y".into())));
+/// assert_eq!(parse("inf"), Err(DurationError::NotFinite));
+/// assert_eq!(parse("5y").unwrap_err().to_string(), "unknown unit \"y\": use s, m, h, d or ms");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DurationError {
     /// Nothing but whitespace.
@@ -74,6 +92,13 @@ impl fmt::Display for DurationError {
 impl std::error::Error for DurationError {}
 
 /// Parses a duration (see the module documentation).
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(corral::duration::parse("2h"), Ok(Duration::from_secs(7200)));
+/// assert_eq!(corral::duration::parse(".5d"), Ok(Duration::from_secs(43_200)));
+/// assert!(corral::duration::parse("1 s").is_err()); // no inner spaces
+/// ```
 ///
 /// # Errors
 /// A [`DurationError`] saying what is wrong.

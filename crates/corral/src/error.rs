@@ -5,7 +5,19 @@ use crate::{
     limits::{LimitError, LimitKind},
 };
 
-/// Why spawning the command failed.
+/// Why spawning the command failed ([`Error::Spawn`]).
+///
+/// ```no_run
+/// # async fn demo() {
+/// use corral::{Error, SpawnFailure};
+/// match corral::Command::new("no-such-program").spawn() {
+///     Err(Error::Spawn { failure: SpawnFailure::NotFound, program, .. }) => {
+///         eprintln!("install {program} first");
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SpawnFailure {
@@ -19,7 +31,15 @@ pub enum SpawnFailure {
     Other,
 }
 
-/// Errors of the `corral` library.
+/// Errors of the `corral` library. Each message says what to change.
+///
+/// ```
+/// // `spawn` needs a tokio runtime (its supervisor is a task); outside one,
+/// // nothing is started.
+/// let error = corral::Command::new("true").spawn().unwrap_err();
+/// assert!(matches!(error, corral::Error::NoRuntime));
+/// assert!(error.to_string().contains("#[tokio::main]"));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

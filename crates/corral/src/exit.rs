@@ -5,7 +5,15 @@ use serde::Serialize;
 
 use crate::signal::Signal;
 
-/// How the leader process itself ended.
+/// How the leader process itself ended ([`Finished::leader`](crate::Finished::leader)).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), corral::Error> {
+/// use corral::{Exit, Signal};
+/// let finished = corral::Command::new("sh").args(["-c", "kill -TERM $$"]).run().await?;
+/// assert_eq!(finished.leader, Some(Exit::Signal(Signal::TERM)));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Exit {

@@ -1,5 +1,42 @@
 //! Settings of the supervising process itself, for programs that dedicate a
 //! process to supervision (the `corral` command).
+//!
+//! Each changes this process, so a library never calls them behind its
+//! program's back; a supervisor's `main` does, at start-up, as `corral run`
+//! does:
+//!
+//! ```
+//! use std::os::fd::AsRawFd;
+//! use corral::{host, Signal};
+//! // Refuse to start where the runtime could not open what it needs.
+//! host::spare_descriptors(16)?;
+//! // A parent's `trap '' CHLD` would let the kernel reap the command itself.
+//! host::default_sigchld()?;
+//! assert!(!host::is_ignored(Signal::CHLD)?);
+//! // Not stopped by a command in the background reaching for the terminal,
+//! // whose ignore the command itself does not inherit.
+//! host::ignore(Signal::TTIN)?;
+//! assert!(host::is_ignored(Signal::TTIN)?);
+//! let mut command = corral::Command::new("vi");
+//! command.default_signals([Signal::TTIN]);
+//! // Pass on an ignored SIGPIPE, as the parent left it.
+//! command.ignore_sigpipe(host::sigpipe_ignored_at_start() == Some(true));
+//! // SIGRTMAX cannot be handled by tokio: keep it pending instead of fatal.
+//! let max = host::highest_signal().expect("Linux has real-time signals");
+//! assert_eq!(max.number(), Signal::MAX);
+//! host::block(max)?;
+//! // Every signal a handler may take: 1 to 64 but glibc's 32 and 33.
+//! assert_eq!(host::all_signals().count(), 62);
+//! // A descriptor handed to this process, kept from every program it runs.
+//! let report = std::fs::File::open("/dev/null")?;
+//! host::close_on_exec(report.as_raw_fd())?;
+//! // End with the parent.
+//! let parent = host::parent_pid();
+//! assert_eq!(host::signal_on_parent_death(Signal::TERM, parent)?, host::ParentWatch::Armed);
+//! // Give large freed buffers back to the kernel (glibc only).
+//! assert_eq!(host::release_large_frees(1 << 20), cfg!(target_env = "gnu"));
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 use std::io;
 
@@ -90,6 +127,15 @@ pub fn all_signals() -> impl Iterator<Item = Signal> {
 }
 
 /// Whether the parent was still alive once the parent-death signal was armed.
+///
+/// ```
+/// use corral::host::{parent_pid, signal_on_parent_death, ParentWatch};
+/// match signal_on_parent_death(corral::Signal::TERM, parent_pid())? {
+///     ParentWatch::Armed => {} // SIGTERM comes when the parent dies
+///     ParentWatch::AlreadyGone => panic!("the test runner is still there"),
+/// }
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ParentWatch {
     /// Armed: `signal` arrives when the parent dies.
@@ -145,6 +191,23 @@ pub fn parent_pid() -> i32 {
 /// was ignored when the process started gets
 /// no handler and stays ignored (an installed handler would be reset to the
 /// default by `exec`, and the command would no longer inherit the ignore).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// use corral::{host::SignalWatch, Signal};
+/// corral::host::ignore(Signal::HUP)?; // as `nohup` leaves it
+/// let mut watch = SignalWatch::install(&[Signal::HUP, Signal::USR1])?;
+/// assert!(!watch.handles(Signal::HUP), "an ignored signal stays ignored");
+/// assert!(watch.handles(Signal::USR1));
+/// // GNU `timeout` handles its ending signals whatever they were.
+/// let overriding = SignalWatch::install_overriding(&[Signal::HUP], &[Signal::HUP])?;
+/// assert!(overriding.handles(Signal::HUP));
+/// let me = std::process::id().to_string();
+/// std::process::Command::new("kill").args(["-USR1", &me]).status()?;
+/// assert_eq!(watch.recv().await, Signal::USR1);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Default)]
 pub struct SignalWatch {
     streams: Vec<(Signal, tokio::signal::unix::Signal)>,

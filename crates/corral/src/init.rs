@@ -7,6 +7,31 @@
 //! process's own trees wait for; [`end_the_rest`] ends what is left once
 //! those trees have ended, by a tree's policy (signal, grace, `SIGKILL`,
 //! final bound), and names it.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use corral::{host::SignalWatch, init, Signal};
+//! let mut command = corral::Command::new("my-entrypoint");
+//! let mut child = command.spawn()?;
+//! let policy = *command.get_policy();
+//! if init::is_init() {
+//!     let mut chld = SignalWatch::install(&[Signal::CHLD])?;
+//!     tokio::spawn(async move {
+//!         loop {
+//!             chld.recv().await;
+//!             init::reap_orphans(); // zombies of the namespace, never a tree's leader
+//!         }
+//!     });
+//! }
+//! let finished = child.wait().await?;
+//! if init::is_init() {
+//!     let rest = init::end_the_rest(&policy).await;
+//!     eprintln!("ended {} left in the namespace, {} survived", rest.found.len(),
+//!               rest.survivors.len());
+//! }
+//! # let _ = finished;
+//! # Ok(()) }
+//! ```
 
 use std::{collections::HashSet, os::fd::AsFd, time::Duration};
 
@@ -86,6 +111,19 @@ fn reap_listed() -> usize {
 
 /// What was left in the namespace once this process's trees had ended, and
 /// what [`end_the_rest`] did with it.
+///
+/// ```no_run
+/// # async fn demo() {
+/// let rest = corral::init::end_the_rest(&corral::Policy::default()).await;
+/// if let Some(why) = &rest.unseen {
+///     eprintln!("the namespace was not looked at: {why}");
+/// }
+/// for sent in &rest.signals {
+///     eprintln!("{} to {:?} processes", sent.signal, sent.delivered);
+/// }
+/// assert!(rest.found.is_empty() || !rest.signals.is_empty(), "each found one was signalled");
+/// # }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Rest {

@@ -96,12 +96,11 @@ pub use capabilities::{BackendStatus, Capabilities, LimitStatus, capabilities};
 pub use capture::{Captured, OutputTap};
 pub use child::{Child, ChildOutput, ChildStdin, Control};
 pub use command::{Command, DEFAULT_CAPTURE_LIMIT, Leftovers, Stdio};
-pub use contain::{CGROUP_PARENT_VARIABLE, claim_subreaper};
+pub use contain::CGROUP_PARENT_VARIABLE;
 pub use error::{Error, SpawnFailure};
 pub use limits::{
     Limit, LimitError, LimitKind, Limits, LimitsReport, MAX_CPUS, MIN_CPUS, NotApplied, parse_size,
 };
 pub use outcome::{CleanupReport, Exit, Finished, Outcome, ProcessInfo, SignalSent, Trigger};
-pub use owner::disable_startup_sweep;
 pub use signal::{ParseSignalError, Signal};
 pub use terminate::{GraceEnds, Policy};

@@ -46,6 +46,26 @@ use serde::Serialize;
 /// eprintln!("{} forks refused, {:?} of CPU", counted.fork_refusals, counted.cpu_used);
 /// # Ok(()) }
 /// ```
+///
+/// Every setter, and what the tree's cgroup must enforce:
+///
+/// ```
+/// use corral::{LimitKind, Limits};
+/// assert!(Limits::new().is_empty());
+/// let limits = Limits::new()
+///     .open_files(1024)
+///     .core_size(0)
+///     .address_space(8 << 30)
+///     .best_effort_process(true);
+/// assert!(!limits.is_empty());
+/// assert!(limits.wanted().is_empty()); // per-process limits need no cgroup
+/// let limits = limits.max_memory(1 << 30).max_swap(0).cpus(0.5).best_effort_tree(true);
+/// assert_eq!(limits.wanted(), [LimitKind::Memory, LimitKind::Cpus]);
+/// assert_eq!(LimitKind::Memory.controller(), Some("memory"));
+/// assert_eq!(LimitKind::OpenFiles.controller(), None);
+/// assert_eq!(Limits::new().best_effort(true), Limits::new().best_effort_tree(true).best_effort_process(true));
+/// assert_eq!(limits.validate(), Ok(()));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 #[non_exhaustive]
 pub struct Limits {
@@ -231,6 +251,14 @@ pub const MAX_CPUS: f64 = 4096.0;
 /// A limit whose value cannot be ([`Limits::validate`], and
 /// [`Error::InvalidLimits`](crate::Error::InvalidLimits) from a spawn);
 /// each message names the limit and what to ask for instead.
+///
+/// ```
+/// use corral::{LimitError, Limits};
+/// assert_eq!(Limits::new().max_processes(0).validate(), Err(LimitError::NoProcesses));
+/// let error = Limits::new().cpus(0.0).validate().unwrap_err();
+/// assert_eq!(error, LimitError::CpusOutOfRange { cpus: 0.0 });
+/// assert_eq!(error.to_string(), "cpus must be a number of CPUs from 0.01 to 4096, not 0");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LimitError {
@@ -272,7 +300,21 @@ pub enum LimitError {
     },
 }
 
-/// Which limit ended a tree.
+/// Which limit ended a tree ([`Outcome::LimitExceeded`](crate::Outcome::LimitExceeded)).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), corral::Error> {
+/// use std::time::Duration;
+/// use corral::{Command, Limit, Limits, Outcome};
+/// let finished = Command::new("sh")
+///     .args(["-c", "while :; do :; done"])
+///     .limits(Limits::new().cpu_time(Duration::from_millis(200)))
+///     .run()
+///     .await?;
+/// assert_eq!(finished.outcome, Outcome::LimitExceeded { limit: Limit::CpuTime });
+/// assert_eq!(Limit::CpuTime.to_string(), "cpu time");
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -298,6 +340,13 @@ impl fmt::Display for Limit {
 }
 
 /// One kind of limit, for reports and errors.
+///
+/// ```
+/// use corral::LimitKind;
+/// let controllers: Vec<_> = LimitKind::ALL.iter().map(|k| k.controller()).collect();
+/// assert_eq!(controllers, [Some("pids"), Some("memory"), Some("cpu"), None]);
+/// assert_eq!(LimitKind::OpenFiles.to_string(), "open files");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -349,6 +398,17 @@ impl fmt::Display for LimitKind {
 
 /// A limit that was asked for but not applied
 /// ([`Limits::best_effort_tree`], [`Limits::best_effort_process`]).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), corral::Error> {
+/// use corral::{Command, Limits};
+/// let limits = Limits::new().cpus(0.5).best_effort(true);
+/// let finished = Command::new("true").limits(limits).run().await?;
+/// for skipped in finished.report.limits.iter().flat_map(|l| &l.not_applied) {
+///     eprintln!("{} not applied: {}", skipped.limit, skipped.reason);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NotApplied {
     /// The limit.
@@ -357,7 +417,21 @@ pub struct NotApplied {
     pub reason: String,
 }
 
-/// What the limits did: which applied, and what the kernel counted.
+/// What the limits did: which applied, and what the kernel counted
+/// (the example of [`Limits`] reads it).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), corral::Error> {
+/// let finished = corral::Command::new("make")
+///     .limits(corral::Limits::new().max_processes(64))
+///     .run()
+///     .await?;
+/// if let Some(report) = &finished.report.limits {
+///     println!("{:?}: {} forks refused, peak {:?} bytes", report.applied,
+///              report.fork_refusals, report.memory_peak);
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct LimitsReport {
@@ -387,6 +461,15 @@ pub struct LimitsReport {
 
 /// The number in a size such as `512M`, `2G`, `64k` or `1048576`: binary
 /// units (`K` = 1024), an optional `B`/`iB`, case-insensitive.
+///
+/// ```
+/// use corral::parse_size;
+/// assert_eq!(parse_size("512M"), Ok(512 << 20));
+/// assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+/// assert_eq!(parse_size("64k"), Ok(65_536));
+/// assert_eq!(parse_size("1048576"), Ok(1 << 20));
+/// assert!(parse_size("1.5G").unwrap_err().contains("e.g. 512M or 2G"));
+/// ```
 ///
 /// # Errors
 /// What is wrong with it, with the accepted forms.

@@ -14,6 +14,20 @@ use crate::{
 pub use crate::{exit::Exit, identity::ProcessInfo};
 
 /// How the call ended.
+///
+/// ```
+/// use corral::{Limit, Outcome, Signal};
+/// let outcomes = [
+///     Outcome::Exited { code: 0 },
+///     Outcome::Signaled { signal: Signal::KILL },
+///     Outcome::TimedOut,
+///     Outcome::Cancelled,
+///     Outcome::LimitExceeded { limit: Limit::Memory },
+/// ];
+/// let unknown: Vec<bool> = outcomes.iter().map(Outcome::effects_unknown).collect();
+/// assert_eq!(unknown, [false, false, true, true, true]);
+/// assert_eq!(outcomes.iter().filter(|o| o.success()).count(), 1);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -81,7 +95,16 @@ impl Outcome {
     }
 }
 
-/// What started the cleanup.
+/// What started the cleanup ([`CleanupReport::trigger`]).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), corral::Error> {
+/// use std::time::Duration;
+/// use corral::{Command, Trigger};
+/// let finished = Command::new("sleep").arg("60").timeout(Duration::from_secs(1)).run().await?;
+/// assert_eq!(finished.report.trigger, Trigger::TimedOut);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -98,7 +121,22 @@ pub enum Trigger {
     LimitExceeded,
 }
 
-/// One signal sent during the cleanup.
+/// One signal sent during the cleanup ([`CleanupReport::signals`]).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), corral::Error> {
+/// use std::time::Duration;
+/// let finished = corral::Command::new("sleep")
+///     .arg("60")
+///     .timeout(Duration::from_secs(1))
+///     .run()
+///     .await?;
+/// for sent in &finished.report.signals {
+///     println!("{:?} after {:?}, to {:?} processes", sent.signal, sent.at, sent.delivered);
+/// }
+/// assert_eq!(finished.report.signals[0].signal, corral::Signal::TERM);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SignalSent {
     /// Time after the spawn.
@@ -111,7 +149,19 @@ pub struct SignalSent {
     pub delivered: Option<usize>,
 }
 
-/// What the cleanup did.
+/// What the cleanup did ([`Finished::report`]).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), corral::Error> {
+/// let finished = corral::Command::new("sh").args(["-c", "sleep 100 & exit 0"]).run().await?;
+/// let report = &finished.report;
+/// // The leader exited and left a `sleep`: the cleanup ended it.
+/// assert_eq!(report.trigger, corral::Trigger::LeaderExited);
+/// assert!(report.survivors.is_empty(), "left running: {:?}", report.survivors);
+/// println!("{} backend, {} signals, cleanup {:?}, notes {:?}",
+///          report.backend, report.signals.len(), report.cleanup_time, report.notes);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct CleanupReport {
@@ -152,7 +202,21 @@ pub struct CleanupReport {
     pub limits: Option<LimitsReport>,
 }
 
-/// The result of a supervised call.
+/// The result of a supervised call ([`Command::run`](crate::Command::run),
+/// [`Child::wait`](crate::Child::wait)).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), corral::Error> {
+/// use corral::{Exit, Outcome};
+/// let finished = corral::Command::new("git").args(["rev-parse", "HEAD"]).run().await?;
+/// if finished.outcome.success() {
+///     println!("HEAD is {}", finished.stdout.text().trim());
+/// } else {
+///     eprintln!("git failed ({:?}): {}", finished.leader, finished.stderr.text());
+/// }
+/// assert_eq!(finished.outcome == Outcome::Exited { code: 0 }, finished.leader == Some(Exit::Code(0)));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Finished {

@@ -51,6 +51,22 @@ use crate::{
 /// - ledger directory: `$CORRAL_LEDGER_DIR`, else `$XDG_RUNTIME_DIR/corral`,
 ///   else `/run/corral` for root, else `$TMPDIR/corral-UID`;
 /// - start-up sweep: on, unless `CORRAL_NO_STARTUP_SWEEP=1`.
+///
+/// ```
+/// use corral::settings::{in_effect, Settings};
+/// let dir = std::env::temp_dir().join("my-agent-ledger");
+/// Settings::new()
+///     .watchdog_executable("/usr/bin/corral")
+///     .subreaper()
+///     .ledger_dir(&dir)
+///     .startup_sweep(false)
+///     .apply();
+/// let now = in_effect();
+/// assert_eq!(now.watchdog_executable.as_deref(), Ok("/usr/bin/corral".as_ref()));
+/// assert!(now.subreaper);
+/// assert_eq!(now.ledger_dir, dir);
+/// assert!(!now.startup_sweep);
+/// ```
 #[derive(Debug, Clone, Default)]
 #[must_use = "nothing changes until `apply` is called"]
 pub struct Settings {
@@ -74,9 +90,21 @@ impl Settings {
         self
     }
 
-    /// Makes this process a child subreaper for its trees, for a process
-    /// dedicated to supervision (see [`claim_subreaper`](crate::claim_subreaper)
-    /// for what it adopts). Cannot be taken back.
+    /// Declares this process dedicated to supervision, which lets
+    /// [`BackendChoice::Auto`](crate::BackendChoice::Auto) choose the
+    /// subreaper backend (this process a child subreaper for its trees) when
+    /// cgroups are not available. Cannot be taken back.
+    ///
+    /// A subreaper adopts *every* orphan below it, so it suits a process that
+    /// does nothing but supervise (the `corral` command does this). Processes
+    /// this process adopts while a subreaper-backed tree runs, and that started
+    /// after the tree's leader, are treated as part of that tree, unless another
+    /// live tree of this process claims them: its leader, a process of its group
+    /// or its leaf cgroup, or a member its scans found. Other trees spawned
+    /// meanwhile are left alone whatever their backend; an orphan that a
+    /// group-backed tree never saw and that left its group (`setsid` and double
+    /// fork: the group backend's documented hole) is indistinguishable from the
+    /// subreaper tree's own, and is treated as such.
     pub fn subreaper(mut self) -> Self {
         self.subreaper = true;
         self
@@ -116,7 +144,13 @@ impl Settings {
     }
 }
 
-/// The process-wide settings in effect now.
+/// The process-wide settings in effect now ([`in_effect`]).
+///
+/// ```
+/// let now = corral::settings::in_effect();
+/// assert!(!now.subreaper, "a process is no subreaper until it says so");
+/// println!("ledger in {}, watchdog {:?}", now.ledger_dir.display(), now.watchdog_executable);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct InEffect {
@@ -136,6 +170,13 @@ pub struct InEffect {
 
 /// The process-wide settings in effect now, defaults and environment
 /// included.
+///
+/// ```
+/// use corral::settings::{in_effect, Settings};
+/// assert!(in_effect().startup_sweep || std::env::var_os("CORRAL_NO_STARTUP_SWEEP").is_some());
+/// Settings::new().startup_sweep(false).apply();
+/// assert!(!in_effect().startup_sweep);
+/// ```
 pub fn in_effect() -> InEffect {
     InEffect {
         watchdog_executable: watchdog::executable(),

@@ -8,6 +8,21 @@ use std::{fmt, str::FromStr};
 /// Named and numbered as GNU's `kill -l` does (glibc): 1 to 31 by their
 /// names, 34 to 64 as `RTMIN`, `RTMIN+N`, `RTMAX-N` and `RTMAX`; 32 and 33
 /// (glibc keeps them for its threads, and gives them no name) by number.
+///
+/// ```
+/// use corral::Signal;
+/// assert_eq!("TERM".parse::<Signal>()?, Signal::TERM);
+/// assert_eq!("sigkill".parse::<Signal>()?.number(), 9);
+/// assert_eq!(Signal::from_number(36).map(Signal::name).as_deref(), Some("RTMIN+2"));
+/// assert_eq!(Signal::from_number(65), None);
+/// assert_eq!(Signal::from_number(32).map(Signal::name).as_deref(), Some("32"));
+/// assert_eq!(Signal::from_number(32).and_then(Signal::gnu_name), None);
+/// assert_eq!(Signal::TERM.to_string(), "SIGTERM");
+/// // As GNU `timeout -s`: `0` is no signal, and 137 is a shell's status for KILL.
+/// assert_eq!(Signal::parse_or_none("0")?, None);
+/// assert_eq!(Signal::parse_or_none("137")?, Some(Signal::KILL));
+/// # Ok::<(), corral::ParseSignalError>(())
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Signal(i32);
 
@@ -222,6 +237,12 @@ impl fmt::Display for Signal {
 }
 
 /// A signal name or number that corral does not know.
+///
+/// ```
+/// let error = "SIGNOPE".parse::<corral::Signal>().unwrap_err();
+/// assert_eq!(error.input(), "SIGNOPE");
+/// assert!(error.to_string().contains("give a name like TERM"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "unknown signal {input:?}: give a name like TERM, SIGKILL, HUP or RTMIN+2, or a number \

@@ -17,6 +17,21 @@ use tokio::time::Instant;
 use crate::signal::Signal;
 
 /// How a tree is terminated.
+///
+/// ```
+/// use std::time::Duration;
+/// use corral::{GraceEnds, Policy, Signal};
+/// let policy = Policy {
+///     signal: Some(Signal::INT),
+///     grace: Duration::from_secs(3),
+///     ..Policy::default()
+/// };
+/// assert_eq!(policy.grace_ends, GraceEnds::WhenElapsed);
+/// // The longest an ending can take: the grace, then the final bound after SIGKILL.
+/// assert_eq!(policy.bound(), Duration::from_secs(4));
+/// let mut command = corral::Command::new("server");
+/// command.policy(policy);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Policy {
     /// The first signal sent to every member (default `SIGTERM`), followed
@@ -50,6 +65,17 @@ impl Default for Policy {
 
 /// When the grace after [`Policy::signal`] ends, and `SIGKILL` goes to what
 /// is left of the tree.
+///
+/// ```
+/// use std::time::Duration;
+/// use corral::GraceEnds;
+/// // GNU `timeout` without `-k`: wait for the command however long it takes
+/// // to stop, and kill what it leaves the moment it exits.
+/// let mut command = corral::Command::new("server");
+/// command.grace(Duration::MAX).grace_ends(GraceEnds::AtLeaderExit);
+/// assert_eq!(command.get_policy().grace_ends, GraceEnds::AtLeaderExit);
+/// assert_eq!(command.get_policy().bound(), Duration::MAX);
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GraceEnds {

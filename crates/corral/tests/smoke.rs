@@ -6,7 +6,7 @@ use corral::{Backend, BackendChoice, Command, Outcome};
 
 async fn run_on(backend: Backend, script: &str, timeout_ms: u64) -> Option<corral::Finished> {
     if backend == Backend::Subreaper {
-        corral::claim_subreaper();
+        corral::settings::Settings::new().subreaper().apply();
     }
     let mut command = Command::new("sh");
     command

@@ -36,7 +36,7 @@ impl Drop for Scratch {
 /// not available here.
 async fn stdout_on(backend: Backend, mut command: Command) -> Option<String> {
     if backend == Backend::Subreaper {
-        corral::claim_subreaper();
+        corral::settings::Settings::new().subreaper().apply();
     }
     match command.backend(BackendChoice::Only(backend)).run().await {
         Ok(finished) => {
@@ -166,7 +166,7 @@ async fn another_users_command_enters_an_open_directory_only_where_it_may_walk()
     let dir = open_dir(&open);
     for backend in Backend::ALL {
         if backend == Backend::Subreaper {
-            corral::claim_subreaper();
+            corral::settings::Settings::new().subreaper().apply();
         }
         // Root walks the path: the descriptor is entered.
         let mut command = Command::new("pwd");

@@ -105,7 +105,7 @@ pub fn supervise(work: impl Future<Output = anyhow::Result<Status>>) -> anyhow::
              inherited descriptors"
         )
     })?;
-    corral::claim_subreaper();
+    corral::settings::Settings::new().subreaper().apply();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

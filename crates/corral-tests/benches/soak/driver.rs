@@ -45,7 +45,7 @@ impl Soak {
     pub fn new(options: Options, ledger: PathBuf) -> Self {
         // This process does nothing but supervise: the subreaper backend is
         // fair game (it is only ever forced, and then runs alone).
-        corral::claim_subreaper();
+        corral::settings::Settings::new().subreaper().apply();
         let caps = corral::capabilities();
         let mut backends: Vec<Backend> = caps
             .backends

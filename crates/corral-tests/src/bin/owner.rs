@@ -41,7 +41,7 @@ fn main() {
             .and_then(|v| v.parse().ok())
             .or_else(|| usage())
     };
-    corral::claim_subreaper();
+    corral::settings::Settings::new().subreaper().apply();
     let fixture: std::path::PathBuf = match options.iter().position(|o| o == "--program") {
         Some(at) => options.get(at + 1).map_or_else(|| usage(), Into::into),
         None => std::env::current_exe()

@@ -17,7 +17,7 @@ const CALL: Duration = Duration::from_secs(10);
 /// The backends this process can use (the subreaper one once claimed); one
 /// the host lacks is said, with the reason.
 fn backends() -> Vec<Backend> {
-    corral::claim_subreaper();
+    corral::settings::Settings::new().subreaper().apply();
     corral::capabilities()
         .backends
         .into_iter()

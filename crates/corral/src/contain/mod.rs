@@ -10,7 +10,7 @@
 //! - [`Backend::Subreaper`]: this process becomes a child subreaper, so every
 //!   orphan of the tree re-parents to it and stays findable through `/proc`.
 //!   Process-global, so only for a process dedicated to supervision (see
-//!   [`claim_subreaper`]).
+//!   [`Settings::subreaper`](crate::settings::Settings::subreaper)).
 //! - [`Backend::Group`]: a process group, plus the leader's descendants while
 //!   they are still connected to it. Portable; a `setsid` child whose parent
 //!   has exited, or a double-forked daemon, escapes it.
@@ -59,25 +59,10 @@ use crate::{
 
 static SUBREAPER_CLAIMED: AtomicBool = AtomicBool::new(false);
 
-/// Declares this process dedicated to supervision, which lets
-/// [`BackendChoice::Auto`] choose the subreaper backend when cgroups are not
-/// available.
-///
-/// A subreaper adopts *every* orphan below it, so it suits a process that
-/// does nothing but supervise (the `corral` command does this). Processes
-/// this process adopts while a subreaper-backed tree runs, and that started
-/// after the tree's leader, are treated as part of that tree, unless another
-/// live tree of this process claims them: its leader, a process of its group
-/// or its leaf cgroup, or a member its scans found. Other trees spawned
-/// meanwhile are left alone whatever their backend; an orphan that a
-/// group-backed tree never saw and that left its group (`setsid` and double
-/// fork: the group backend's documented hole) is indistinguishable from the
-/// subreaper tree's own, and is treated as such.
-///
-/// Process-wide, for every later spawn of this process:
-/// [`settings::Settings`](crate::settings::Settings) sets it with the others,
-/// and [`settings::in_effect`](crate::settings::in_effect) reads it back.
-pub fn claim_subreaper() {
+/// Declares this process dedicated to supervision: what
+/// [`Settings::subreaper`](crate::settings::Settings::subreaper) applies
+/// (documented there).
+pub(crate) fn claim_subreaper() {
     SUBREAPER_CLAIMED.store(true, Ordering::SeqCst);
 }
 

@@ -32,12 +32,10 @@ static STARTUP_SWEEP_OFF: AtomicBool = AtomicBool::new(false);
 
 /// Turns off the sweep that the first spawn of a process runs over the
 /// ledger records left by earlier runs of the same executable whose owner
-/// died (also off with `CORRAL_NO_STARTUP_SWEEP=1`).
-///
-/// Process-wide, for every later spawn of this process:
-/// [`settings::Settings`](crate::settings::Settings) sets it with the others,
-/// and [`settings::in_effect`](crate::settings::in_effect) reads it back.
-pub fn disable_startup_sweep() {
+/// died (also off with `CORRAL_NO_STARTUP_SWEEP=1`): what
+/// [`Settings::startup_sweep`](crate::settings::Settings::startup_sweep)
+/// applies.
+pub(crate) fn disable_startup_sweep() {
     STARTUP_SWEEP_OFF.store(true, Ordering::SeqCst);
 }
 

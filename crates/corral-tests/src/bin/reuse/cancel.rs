@@ -17,7 +17,9 @@ use crate::{
 };
 
 pub(crate) async fn cancel(backend: Backend, fixture: &Path, factory: &mut Factory) -> Res<String> {
-    corral::disable_startup_sweep();
+    corral::settings::Settings::new()
+        .startup_sweep(false)
+        .apply();
     let script = tree_script(fixture)?;
     let mut child = corral::Command::new("/bin/sh")
         .args(["-c", &script])

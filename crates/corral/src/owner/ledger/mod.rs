@@ -12,6 +12,37 @@
 //! id) before any signal, and a cgroup must lie inside the cgroup v2 mount,
 //! be one of corral's leaves and still be the cgroup the record was written
 //! for (its inode).
+//!
+//! A record written, listed, swept and gone (in a private directory; a
+//! spawn writes and removes its own records):
+//!
+//! ```
+//! use corral::ledger::{self, Owner, Record, SweepAction};
+//! let dir = std::env::temp_dir().join(format!("ledger-doc-{}", std::process::id()));
+//! corral::settings::Settings::new().ledger_dir(&dir).apply();
+//! assert_eq!(ledger::dir(), dir);
+//! assert!(ledger::load(&dir)?.0.is_empty(), "a missing directory is an empty ledger");
+//! // A tree whose owner (this pid, another start time) is dead.
+//! let json = serde_json::json!({
+//!     "version": ledger::VERSION, "id": "doc-1", "boot_id": ledger::boot_id(),
+//!     "pid_ns": ledger::pid_ns(), "owner": { "pid": std::process::id(), "start_time": 1 },
+//!     "backend": "group", "command": "sleep 100", "created_at": 0,
+//! });
+//! let record = Record::parse(json.to_string().as_bytes()).expect("a valid record");
+//! assert!(Record::parse(b"{}").unwrap_err().contains("version"));
+//! ledger::write(&record)?;
+//! let (entries, skipped) = ledger::list(&dir)?;
+//! assert_eq!((entries.len(), skipped.len()), (1, 0));
+//! assert_eq!(entries[0].owner, Owner::Dead);
+//! // Nothing of its tree is left: the record is dropped, nothing signalled.
+//! assert_eq!(ledger::terminate(&record), SweepAction::Dropped);
+//! let swept = ledger::sweep(&dir, false, |r| r.id == "doc-1")?;
+//! assert_eq!(swept.actions, [(record, SweepAction::Dropped)]);
+//! assert!(ledger::load(&dir)?.0.is_empty());
+//! ledger::remove("doc-1")?; // already gone: not an error
+//! # std::fs::remove_dir_all(&dir).ok();
+//! # Ok::<(), corral::Error>(())
+//! ```
 
 pub(crate) mod record;
 mod store;
@@ -33,18 +64,16 @@ use store::Store;
 
 static DIR_OVERRIDE: Mutex<Option<PathBuf>> = Mutex::new(None);
 
-/// Uses `dir` for the ledger of this process instead of the default.
-///
-/// Process-wide, for every later spawn of this process:
-/// [`settings::Settings`](crate::settings::Settings) sets it with the others,
-/// and [`settings::in_effect`](crate::settings::in_effect) reads it back.
-pub fn set_dir(dir: impl Into<PathBuf>) {
+/// Uses `dir` for the ledger of this process instead of the default: what
+/// [`Settings::ledger_dir`](crate::settings::Settings::ledger_dir) applies.
+pub(crate) fn set_dir(dir: impl Into<PathBuf>) {
     *DIR_OVERRIDE
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(dir.into());
 }
 
-/// The ledger directory: [`set_dir`], else `$CORRAL_LEDGER_DIR`, else
+/// The ledger directory: the one
+/// [`Settings::ledger_dir`](crate::settings::Settings::ledger_dir) set, else `$CORRAL_LEDGER_DIR`, else
 /// `$XDG_RUNTIME_DIR/corral`, else `/run/corral` for root, else
 /// `$TMPDIR/corral-UID`.
 pub fn dir() -> PathBuf {
@@ -144,6 +173,14 @@ pub(crate) fn remove_in(dir: &Path, id: &str) -> Result<(), Error> {
 }
 
 /// A ledger file that could not be used, with the reason.
+///
+/// ```no_run
+/// let (_, unreadable) = corral::ledger::load(&corral::ledger::dir())?;
+/// for file in unreadable {
+///     eprintln!("skipped {}: {}", file.path.display(), file.reason);
+/// }
+/// # Ok::<(), corral::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Unreadable {
     /// The file.

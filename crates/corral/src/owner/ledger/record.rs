@@ -10,7 +10,18 @@ use crate::{backend::Backend, contain::is_corral_leaf};
 /// The record format's version; a reader skips any other.
 pub const VERSION: u32 = 1;
 
-/// A live tree, as the ledger keeps it.
+/// A live tree, as the ledger keeps it (the [`ledger`](crate::ledger)
+/// module's example writes one).
+///
+/// ```no_run
+/// let (records, _) = corral::ledger::load(&corral::ledger::dir())?;
+/// for record in records {
+///     println!("{} owned by {:?}: {:?} {}", record.id, record.owner, record.backend, record.command);
+/// }
+/// let torn = corral::ledger::Record::parse(br#"{"version": 1, "id": "#);
+/// assert!(torn.unwrap_err().contains("torn or corrupt"));
+/// # Ok::<(), corral::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Record {

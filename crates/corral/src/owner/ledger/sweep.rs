@@ -22,7 +22,15 @@ use crate::{
 /// having survivors.
 const BOUND: Duration = Duration::from_secs(1);
 
-/// Whether a record's owner still runs.
+/// Whether a record's owner still runs ([`Entry::owner`]).
+///
+/// ```no_run
+/// use corral::ledger::{self, Owner};
+/// let (entries, _) = ledger::list(&ledger::dir())?;
+/// let orphaned = entries.iter().filter(|e| e.owner == Owner::Dead).count();
+/// println!("{orphaned} trees whose owner died; `corral reap` ends them");
+/// # Ok::<(), corral::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Owner {
@@ -40,7 +48,16 @@ pub enum Owner {
     Unknown,
 }
 
-/// A record as `corral ps` shows it.
+/// A record as `corral ps` shows it ([`list`]).
+///
+/// ```no_run
+/// let (entries, _) = corral::ledger::list(&corral::ledger::dir())?;
+/// for entry in entries {
+///     println!("{} {:?} {}s {} running: {}", entry.record.id, entry.owner, entry.age_secs,
+///              entry.members.len(), entry.record.command);
+/// }
+/// # Ok::<(), corral::Error>(())
+/// ```
 #[derive(Debug, Clone, Serialize)]
 pub struct Entry {
     /// The record.
@@ -54,6 +71,17 @@ pub struct Entry {
 }
 
 /// What a sweep did (or, dry, would do) with one record.
+///
+/// ```no_run
+/// use corral::ledger::{self, SweepAction};
+/// let swept = ledger::sweep(&ledger::dir(), true, |_| true)?;
+/// for (record, action) in &swept.actions {
+///     if let SweepAction::Killed { members, .. } = action {
+///         println!("would kill {} processes of {}", members.len(), record.command);
+///     }
+/// }
+/// # Ok::<(), corral::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum SweepAction {
@@ -71,7 +99,14 @@ pub enum SweepAction {
     },
 }
 
-/// The result of a sweep.
+/// The result of a sweep ([`sweep`]).
+///
+/// ```no_run
+/// let swept = corral::ledger::sweep(&corral::ledger::dir(), true, |_| true)?;
+/// assert!(swept.dry_run);
+/// println!("{} records, {} unreadable", swept.actions.len(), swept.skipped.len());
+/// # Ok::<(), corral::Error>(())
+/// ```
 #[derive(Debug, Clone, Serialize)]
 pub struct Sweep {
     /// Whether nothing was signalled or removed.

@@ -3,7 +3,9 @@
 //! When the process that owns trees dies without running any cleanup
 //! (`SIGKILL`, an abort, the OOM killer), somebody alive must do the killing.
 //! The first spawn starts a small helper process (see [`executable`] for
-//! which): the program named by [`set_executable`] or `$CORRAL_WATCHDOG`, or
+//! which): the program named by
+//! [`Settings::watchdog_executable`](crate::settings::Settings::watchdog_executable)
+//! or `$CORRAL_WATCHDOG`, or
 //! the owner's executable re-entered through [`hook`] (the `corral` command
 //! does this). Its standard
 //! input is one end of a socket pair whose other end only the owner holds
@@ -30,6 +32,30 @@
 //! a small thread and, if the helper dies, starts a new one and tells it every
 //! live tree again. The helper runs in a process group of its own, so a
 //! terminal's Ctrl-C, which may kill the owner, does not reach it.
+//!
+//! A host that is its own watchdog:
+//!
+//! ```no_run
+//! use corral::watchdog;
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     watchdog::hook(); // never returns when started as the watchdog
+//!     watchdog::fork_now()?; // optional, still single-threaded: a tenth of the cost
+//!     assert!(watchdog::executable().is_ok());
+//!     let runtime = tokio::runtime::Runtime::new()?;
+//!     let finished = runtime.block_on(corral::Command::new("make").run())?;
+//!     println!("watchdog pid {:?}", watchdog::helper_pid());
+//!     if let Some(why) = watchdog::lost() {
+//!         eprintln!("owner death was unguarded for a while: {why}");
+//!     }
+//!     if finished.outcome.success() {
+//!         watchdog::shutdown(); // stop it, and go on without trees
+//!     } else {
+//!         watchdog::shutdown_before_exit(); // the very last step
+//!         std::process::exit(1);
+//!     }
+//!     Ok(())
+//! }
+//! ```
 
 mod client;
 mod helper;
@@ -44,7 +70,8 @@ use std::{
 };
 
 use client::{CLIENT, Client, LOST, mark_lost};
-pub use program::{HOOK_ARG, executable, hook, set_executable};
+pub(crate) use program::set_executable;
+pub use program::{HOOK_ARG, executable, hook};
 use state::{Shared, lock};
 
 use crate::{identity::Identity, ledger::Record, sys};

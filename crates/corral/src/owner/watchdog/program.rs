@@ -1,4 +1,5 @@
-//! Which program is the watchdog: one named by [`set_executable`] or
+//! Which program is the watchdog: one named by [`set_executable`] (from
+//! [`Settings`](crate::settings::Settings)) or
 //! `$CORRAL_WATCHDOG`, or this program if it calls [`hook`] first in `main`.
 
 use std::{
@@ -39,17 +40,16 @@ pub fn hook() {
 }
 
 /// Uses this program (which must call [`hook`] in its `main`, or be the
-/// `corral` command) as the watchdog.
-///
-/// Process-wide, for every later spawn of this process:
-/// [`settings::Settings`](crate::settings::Settings) sets it with the others,
-/// and [`settings::in_effect`](crate::settings::in_effect) reads it back.
-pub fn set_executable(path: impl Into<PathBuf>) {
+/// `corral` command) as the watchdog: what
+/// [`Settings::watchdog_executable`](crate::settings::Settings::watchdog_executable)
+/// applies.
+pub(crate) fn set_executable(path: impl Into<PathBuf>) {
     *lock(&EXECUTABLE) = Some(path.into());
 }
 
 /// The watchdog executable, or why there is none. In this order:
-/// [`set_executable`], then `$CORRAL_WATCHDOG` (which must be an absolute
+/// the one [`Settings::watchdog_executable`](crate::settings::Settings::watchdog_executable)
+/// named, then `$CORRAL_WATCHDOG` (which must be an absolute
 /// path: a relative one would be looked up in whatever directory or `PATH`
 /// the helper happens to start with), then this program if it called
 /// [`hook`].
