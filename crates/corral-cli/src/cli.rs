@@ -548,6 +548,29 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     pub final_bound: Option<Duration>,
 
+    /// A run not done within this time is answered with a task, when its
+    /// request declared the MCP Tasks extension (protocol 2026-07-28): the
+    /// client polls tasks/get, and the run outlives its connection within
+    /// its own timeout (default 1s; 0s: at once).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, conflicts_with = "no_tasks")]
+    pub task_window: Option<Duration>,
+
+    /// Never answer with a task, even to a client that declared the Tasks
+    /// extension.
+    #[arg(long)]
+    pub no_tasks: bool,
+
+    /// How long a finished task's result is kept after its run ended
+    /// (default 1h).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub task_ttl: Option<Duration>,
+
+    /// Tasks kept at once, running and finished (default 64); beyond it the
+    /// oldest finished one is dropped, and when all still run a long run is
+    /// answered directly.
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_tasks: Option<usize>,
+
     /// How to contain each run: auto (cgroup, then subreaper, then group),
     /// cgroup, subreaper or group.
     #[arg(long, value_name = "BACKEND", default_value = "auto", value_parser = clap::value_parser!(BackendChoice))]

@@ -159,6 +159,17 @@ fn options_of(args: &ServeArgs) -> ServeOptions {
     if let Some(d) = args.final_bound {
         options.final_bound = d;
     }
+    if args.no_tasks {
+        options.task_window = None;
+    } else if let Some(d) = args.task_window {
+        options.task_window = Some(d);
+    }
+    if let Some(d) = args.task_ttl {
+        options.task_ttl = d;
+    }
+    if let Some(n) = args.max_tasks {
+        options.max_tasks = n;
+    }
     options.backend = args.backend;
     options.audit.clone_from(&args.audit);
     options.tree_limits = args.limits.limits();

@@ -7,9 +7,10 @@
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-        ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-        ServerConfig,
+        CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+        GetTaskParams, GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams,
+        ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig,
+        UpdateTaskParams,
     },
     service::RequestContext,
 };
@@ -41,13 +42,18 @@ impl ServerHandler for CorralServer {
         let mut info = Implementation::from_build_env();
         info.name = "corral".into();
         info.version = env!("CARGO_PKG_VERSION").into();
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(info)
-            .with_instructions(
-                "Runs commands as owned process trees: `run` returns when the whole tree is done \
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(info)
+        .with_instructions(
+            "Runs commands as owned process trees: `run` returns when the whole tree is done \
                  (background jobs included), with its outcome and output. A timed-out or \
                  cancelled run's effects are unknown and it is never retried.",
-            )
+        )
     }
 
     async fn list_tools(
@@ -73,6 +79,7 @@ impl ServerHandler for CorralServer {
         let call = CallContext {
             principal: principal_of(&context),
             hold: hold_of(&context),
+            tasks: declares_tasks(&context),
             cancel,
             progress: token.is_some().then(|| {
                 let tx = progress_tx.clone();
@@ -86,15 +93,15 @@ impl ServerHandler for CorralServer {
         let arguments = request.arguments.unwrap_or_default();
         let runner = self.runner.clone();
         let name = request.name.to_string();
-        let mut running = tokio::spawn(async move { runner.call(&name, arguments, call).await });
-        let result = loop {
+        let mut running = tokio::spawn(async move { runner.respond(&name, arguments, call).await });
+        let response = loop {
             tokio::select! {
                 joined = &mut running => break joined.unwrap_or_else(|error| {
                     tracing::error!(%error, "a tool call failed inside the server");
                     CallToolResult::error(vec![ContentBlock::text(format!(
                         "the call failed inside the server ({error}); if it started a command, \
                          its tree was ended"
-                    ))])
+                    ))]).into()
                 }),
                 Some(progress) = progress_rx.recv() => {
                     if let Some(token) = &token {
@@ -106,8 +113,51 @@ impl ServerHandler for CorralServer {
                 }
             }
         };
-        Ok(CallToolResponse::Complete(result))
+        Ok(response)
     }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let task = self
+            .runner
+            .tasks()
+            .get(&principal_of(&context), &request.task_id)?;
+        Ok(GetTaskResult::new(task))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.runner
+            .tasks()
+            .cancel(&principal_of(&context), &request.task_id)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.runner
+            .tasks()
+            .update(&principal_of(&context), &request.task_id)
+    }
+}
+
+/// Whether a long `run` may be answered with a task: the request declared
+/// the Tasks extension in its own capabilities, under protocol 2026-07-28
+/// (never under 2025-11-25, whose clients know only that version's tasks).
+fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
+    context.protocol_version() == Some(ProtocolVersion::V_2026_07_28)
+        && context
+            .meta
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.supports_tasks())
 }
 
 /// Where the HTTP transport wants a run's permit left until its answer is

@@ -12,6 +12,7 @@
 //! - `run`: one command, from the checked request to its result.
 //! - `runs`: the background runs and the concurrency limit.
 //! - `tools`: the tool definitions and the dispatch from a call to the above.
+//! - `task_store`: the runs answered as MCP tasks (the Tasks extension).
 //! - `audit`: one JSON line per run; `handler`: the rmcp glue.
 //! - [`transport`]: stdio, and streamable HTTP behind a bearer token.
 
@@ -22,13 +23,14 @@ pub mod request;
 pub mod roots;
 mod run;
 mod runs;
+mod task_store;
 mod tools;
 pub mod transport;
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use corral::BackendChoice;
-use rmcp::model::{CallToolResult, Tool};
+use rmcp::model::{CallToolResponse, CallToolResult, Tool};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -44,6 +46,13 @@ pub const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 pub const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(2);
 /// The default number of trees alive at once.
 pub const DEFAULT_MAX_CONCURRENT: usize = 8;
+/// The default time a `run` may take before it is answered with a task
+/// (when the request declared the Tasks extension).
+pub const DEFAULT_TASK_WINDOW: Duration = Duration::from_secs(1);
+/// The default time a finished task's result is kept.
+pub const DEFAULT_TASK_TTL: Duration = Duration::from_secs(3600);
+/// The default number of tasks kept at once, running and finished.
+pub const DEFAULT_MAX_TASKS: usize = 64;
 
 /// What the server allows; a call may narrow each limit, never widen it.
 #[derive(Debug, Clone)]
@@ -79,6 +88,14 @@ pub struct ServeOptions {
     pub user: Option<u32>,
     /// Run every command with this primary group (`Command::group`).
     pub group: Option<u32>,
+    /// A `run` not done within this time is answered with a task, when the
+    /// request declared the Tasks extension (protocol 2026-07-28); `None`:
+    /// never.
+    pub task_window: Option<Duration>,
+    /// How long a finished task's result is kept after its end.
+    pub task_ttl: Duration,
+    /// How many tasks are kept at once, running and finished.
+    pub max_tasks: usize,
 }
 
 impl Default for ServeOptions {
@@ -97,6 +114,9 @@ impl Default for ServeOptions {
             audit: None,
             user: None,
             group: None,
+            task_window: Some(DEFAULT_TASK_WINDOW),
+            task_ttl: DEFAULT_TASK_TTL,
+            max_tasks: DEFAULT_MAX_TASKS,
         }
     }
 }
@@ -161,6 +181,9 @@ pub struct CallContext {
     /// On HTTP, where a foreground run leaves its concurrency permit until
     /// its answer is built.
     pub(crate) hold: Option<AnswerHold>,
+    /// The request declared the Tasks extension (under protocol
+    /// 2026-07-28): a long `run` may be answered with a task.
+    pub(crate) tasks: bool,
 }
 
 impl std::fmt::Debug for CallContext {
@@ -170,6 +193,7 @@ impl std::fmt::Debug for CallContext {
             .field("cancel", &self.cancel)
             .field("progress", &self.progress.is_some())
             .field("hold", &self.hold)
+            .field("tasks", &self.tasks)
             .finish()
     }
 }
@@ -260,9 +284,39 @@ impl Runner {
         &self,
         name: &str,
         arguments: Map<String, Value>,
-        context: CallContext,
+        mut context: CallContext,
     ) -> CallToolResult {
+        context.tasks = false;
+        match tools::call(&self.inner, name, arguments, context).await {
+            CallToolResponse::Complete(result) => result,
+            // Only a request that declared the Tasks extension is answered
+            // otherwise, and this one did not.
+            _ => CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+                "the server answered with a task a call that did not ask for one",
+            )]),
+        }
+    }
+
+    /// Calls tool `name` for a request that may be answered with a task
+    /// (`context.tasks`), as the MCP handler does.
+    pub(crate) async fn respond(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        context: CallContext,
+    ) -> CallToolResponse {
         tools::call(&self.inner, name, arguments, context).await
+    }
+
+    /// The runs answered as MCP tasks.
+    pub(crate) fn tasks(&self) -> &task_store::TaskStore {
+        &self.inner.tasks
+    }
+
+    /// How many tasks are kept now, running and finished (the Tasks
+    /// extension: a long `run` answered with a task).
+    pub fn tasks_kept(&self) -> usize {
+        self.inner.tasks.len()
     }
 
     /// Ends every run (foreground and background) and waits until their

@@ -29,8 +29,12 @@ use super::{
     audit::Audit,
     roots::Roots,
     run::{Ended, Kept, Plan, lock},
+    task_store::TaskStore,
 };
 use crate::tasks::TaskCount;
+
+/// The polling interval suggested to a client of a task.
+const TASK_POLL: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Finished background runs kept for `read_run` and `wait_run`, per
 /// principal.
@@ -71,6 +75,8 @@ pub(crate) struct Shared {
     /// Runs alive (foreground and background).
     pub active: TaskCount,
     background: Mutex<Registry>,
+    /// The runs answered as MCP tasks.
+    pub tasks: TaskStore,
 }
 
 #[derive(Debug, Default)]
@@ -102,6 +108,7 @@ impl Shared {
         };
         Ok(Self {
             permits: Arc::new(Semaphore::new(options.max_concurrent.max(1))),
+            tasks: TaskStore::new(options.task_ttl, options.max_tasks.max(1), TASK_POLL),
             options,
             roots,
             audit,
@@ -145,6 +152,14 @@ impl Shared {
     /// # Errors
     /// `getrandom(2)` failed.
     pub(crate) fn next_id() -> io::Result<String> {
+        Self::random_id("run-")
+    }
+
+    /// `prefix` and 128 bits from the kernel's random source, in hex.
+    ///
+    /// # Errors
+    /// `getrandom(2)` failed.
+    pub(crate) fn random_id(prefix: &str) -> io::Result<String> {
         let mut bytes = [0u8; 16];
         let mut filled = 0;
         while filled < bytes.len() {
@@ -157,7 +172,7 @@ impl Shared {
                 Err(error) => return Err(error.into()),
             }
         }
-        let mut id = String::from("run-");
+        let mut id = String::from(prefix);
         for byte in bytes {
             let _ = write!(id, "{byte:02x}");
         }

@@ -7,7 +7,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult, Tool, ToolAnnotations,
+};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
@@ -16,6 +18,7 @@ use super::{
     request::{self, FieldError, RunArgs},
     run::{self, Ended, Kept, Plan, RING, lock},
     runs::{Background, Refused, Shared},
+    task_store::{End, Latest},
 };
 use crate::tasks;
 
@@ -123,18 +126,25 @@ pub(crate) async fn call(
     name: &str,
     arguments: Map<String, Value>,
     context: CallContext,
-) -> CallToolResult {
+) -> CallToolResponse {
     let outcome = match name {
         "run" => run(shared, &arguments, context).await,
-        "list_runs" => request::no_args(&arguments).map(|()| list_runs(shared, &context.principal)),
+        "list_runs" => {
+            request::no_args(&arguments).map(|()| list_runs(shared, &context.principal).into())
+        }
         "read_run" => request::read_args(&arguments)
-            .and_then(|args| read_run(shared, &context.principal, &args)),
+            .and_then(|args| read_run(shared, &context.principal, &args))
+            .map(Into::into),
         "wait_run" => match request::wait_args(&arguments) {
-            Ok(args) => wait_run(shared, &args.id, args.timeout, &context).await,
+            Ok(args) => wait_run(shared, &args.id, args.timeout, &context)
+                .await
+                .map(Into::into),
             Err(error) => Err(error),
         },
         "kill_run" => match request::id_args(&arguments) {
-            Ok(id) => kill_run(shared, &context.principal, &id).await,
+            Ok(id) => kill_run(shared, &context.principal, &id)
+                .await
+                .map(Into::into),
             Err(error) => Err(error),
         },
         other => Err(FieldError {
@@ -145,8 +155,8 @@ pub(crate) async fn call(
         }),
     };
     match outcome {
-        Ok(result) => result,
-        Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]),
+        Ok(response) => response,
+        Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into(),
     }
 }
 
@@ -258,7 +268,7 @@ async fn run(
     shared: &Arc<Shared>,
     arguments: &Map<String, Value>,
     context: CallContext,
-) -> Result<CallToolResult, FieldError> {
+) -> Result<CallToolResponse, FieldError> {
     let args = request::run_args(arguments)?;
     let plan = plan(shared, &args)?;
     // Counted before the permit: a shutdown that starts meanwhile waits for
@@ -314,11 +324,10 @@ async fn run(
             finish.send(ended);
         });
         let value = json!({"run_id": id, "state": "running"});
-        return Ok(result(
-            value,
-            format!("started in the background as {id}"),
-            false,
-        ));
+        return Ok(result(value, format!("started in the background as {id}"), false).into());
+    }
+    if let (true, Some(window)) = (context.tasks, shared.options.task_window) {
+        return Ok(run_or_task(shared, plan, context, alive, permit, cancel, window).await);
     }
     let _alive = alive;
     let kept = Arc::new(Mutex::new(Kept::new(plan.max_output, 0)));
@@ -337,7 +346,114 @@ async fn run(
     if let Some(hold) = &context.hold {
         hold.keep(permit);
     }
-    Ok(of_ended(&ended))
+    Ok(of_ended(&ended).into())
+}
+
+/// A foreground run whose request declared the Tasks extension: answered
+/// directly if it ends within `window`, otherwise with a task that it then
+/// outlives the request as (within its own timeout and limits). Until it
+/// becomes a task, the request's cancellation (or its end) ends its tree.
+async fn run_or_task(
+    shared: &Arc<Shared>,
+    plan: Plan,
+    context: CallContext,
+    alive: crate::tasks::Alive,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    cancel: tokio_util::sync::CancellationToken,
+    window: Duration,
+) -> CallToolResponse {
+    let latest: Latest = Arc::default();
+    let progress = {
+        let latest = latest.clone();
+        let client = context.progress.clone();
+        Arc::new(move |progress: super::Progress| {
+            *lock(&latest) = Some(progress.message.clone());
+            if let Some(client) = &client {
+                client(progress);
+            }
+        }) as super::ProgressSink
+    };
+    // The run lives in a task of its own, so that it can outlive this
+    // request; until it is a task, dropping this future ends its tree.
+    let on_drop = cancel.clone().drop_guard();
+    let (done_tx, mut done) = tokio::sync::oneshot::channel();
+    let owner = context.principal.clone();
+    let bound = plan.timeout + plan.kill_after + shared.options.final_bound;
+    {
+        let shared = shared.clone();
+        let cancel = cancel.clone();
+        let owner = owner.clone();
+        tasks::spawn(&shared.clone().active, async move {
+            let _alive = alive;
+            let kept = Arc::new(Mutex::new(Kept::new(plan.max_output, 0)));
+            let ended = run::execute(&plan, cancel, kept, Some(progress)).await;
+            shared.audit(&plan, &owner, None, &ended);
+            let _ = done_tx.send((ended, permit));
+        });
+    }
+    let answer = |got: Result<(Ended, _), _>, hold: &Option<super::AnswerHold>| match got {
+        Ok((ended, permit)) => {
+            if let Some(hold) = hold {
+                hold.keep(permit);
+            }
+            of_ended(&ended).into()
+        }
+        Err(_) => failed_inside().into(),
+    };
+    tokio::select! {
+        got = &mut done => return answer(got, &context.hold),
+        () = context.cancel.cancelled() => {
+            cancel.cancel();
+            return answer(done.await, &context.hold);
+        }
+        () = tokio::time::sleep(window) => {}
+    }
+    let made = Shared::random_id("task-")
+        .map_err(|error| format!("no task id from the kernel's random source: {error}"))
+        .and_then(|id| {
+            shared
+                .tasks
+                .create(id, &owner, cancel.clone(), latest, bound)
+        });
+    let task = match made {
+        Ok(task) => task,
+        Err(why) => {
+            tracing::debug!(%why, "a long run is answered directly, not as a task");
+            let linked = async {
+                context.cancel.cancelled().await;
+                cancel.cancel();
+                std::future::pending::<()>().await;
+            };
+            return tokio::select! {
+                got = done => answer(got, &context.hold),
+                () = linked => unreachable!("the link never ends"),
+            };
+        }
+    };
+    // A task now: the run is no longer this request's.
+    on_drop.disarm();
+    let id = task.task_id.clone();
+    let store = shared.clone();
+    tasks::spawn(&shared.active, async move {
+        let end = match done.await {
+            Ok((ended, _permit)) if ended.result["outcome"] == "cancelled" => {
+                End::Cancelled(format!("effects unknown: {}", ended.text))
+            }
+            Ok((ended, _permit)) => End::Result(of_ended(&ended)),
+            Err(_) => End::Result(failed_inside()),
+        };
+        store.tasks.finish(&id, end);
+    });
+    CallToolResponse::Task(CreateTaskResult::new(task))
+}
+
+/// The result of a run whose task failed inside the server.
+fn failed_inside() -> CallToolResult {
+    result(
+        json!({"outcome": "failed", "error": "the run's task failed inside the server; its tree was ended", "effects_unknown": true}),
+        "the run failed inside the server; its tree was ended; its effects are unknown".into(),
+        true,
+    )
 }
 
 /// Publishes a background run's end exactly once, and a failure if its task

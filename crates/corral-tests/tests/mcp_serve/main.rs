@@ -9,3 +9,4 @@ mod limits;
 mod place;
 mod runs;
 mod sessions;
+mod tasks;
