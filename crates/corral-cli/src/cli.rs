@@ -406,6 +406,13 @@ pub struct ClientArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// How to answer the server's elicitation requests (there is no user
+    /// to ask): decline them, or accept with each field's default (declined
+    /// when a required field has none). Without it, the capability is not
+    /// declared and such requests are refused.
+    #[arg(long, value_name = "POLICY")]
+    pub elicitation: Option<ElicitationPolicy>,
+
     // --close-grace, --kill-after, --final-bound, --backend.
     #[command(flatten)]
     pub tree: ServerTreeArgs,
@@ -428,6 +435,15 @@ pub struct ClientArgs {
     #[arg(last = true, required_unless_present = "url", num_args = 1.., value_name = "SERVER_COMMAND",
           allow_hyphen_values = true)]
     pub command: Vec<OsString>,
+}
+
+/// `--elicitation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ElicitationPolicy {
+    /// Decline every request.
+    Decline,
+    /// Accept with each field's default.
+    Defaults,
 }
 
 impl ClientArgs {

@@ -164,6 +164,19 @@ fn sse_retry() {
     assert_eq!((calls, gets), (1, 1), "{incoming:#?}");
 }
 
+/// Input-required results: the state echoed unchanged, a fresh id.
+#[test]
+fn sep_2322_client_request_state() {
+    passes("sep-2322-client-request-state");
+}
+
+/// `--elicitation defaults`: the server's question (on the standalone
+/// stream) answered with each field's default.
+#[test]
+fn elicitation_sep1034_client_defaults() {
+    passes("elicitation-sep1034-client-defaults");
+}
+
 #[test]
 fn json_schema_ref_no_deref() {
     passes("json-schema-ref-no-deref");

@@ -14,13 +14,13 @@ use std::{future::Future, sync::Arc, time::Duration};
 use corral::{Signal, host::SignalWatch};
 use corral_mcp::client::{
     CallError, CallOptions, ConnectError, ConnectOptions, Connection, DEFAULT_DISCOVER_TIMEOUT,
-    HttpOptions, RequestId, Teardown,
+    Elicitation, HttpOptions, RequestId, Teardown,
 };
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    cli::{ClientArgs, ServerTarget, ServerTreeArgs},
+    cli::{ClientArgs, ElicitationPolicy, ServerTarget, ServerTreeArgs},
     kit::{
         exit::CallOutcome,
         signals::{self, Watch},
@@ -220,6 +220,10 @@ fn connect_options(args: &ClientArgs, cancel: CancellationToken) -> ConnectOptio
         options.initialize_timeout = limit;
     }
     options.close_grace = args.tree.close_grace;
+    options.elicitation = args.elicitation.map(|policy| match policy {
+        ElicitationPolicy::Decline => Elicitation::decline(),
+        ElicitationPolicy::Defaults => Elicitation::defaults(),
+    });
     options.cancel = cancel;
     options
 }

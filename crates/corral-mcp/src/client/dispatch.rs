@@ -1,12 +1,13 @@
 //! What the reader does with one frame from the server, whatever the
 //! transport: an answer settles its call, a progress notification extends
-//! its call's idle deadline, a request is answered (`ping`) or refused
-//! (method not found), and anything malformed is dropped and counted. Never
+//! its call's idle deadline, a request is answered (`ping`, and
+//! `elicitation/create` by the connection's handler, if it has one) or
+//! refused (method not found), and anything malformed is dropped and counted. Never
 //! an error: a bad frame must not end the read loop.
 
 use serde_json::{Value, json};
 
-use super::shared::{Core, Reply, bump};
+use super::shared::{Core, Reply, bump, lock};
 use crate::message::{Id, Malformed, Message, classify};
 
 /// JSON-RPC "method not found".
@@ -47,8 +48,17 @@ pub(crate) fn dispatch(core: &Core, line: &[u8]) {
         Message::Request { id, method } => {
             bump(&counters.messages);
             bump(&counters.server_requests);
+            let elicit = (method == "elicitation/create")
+                .then(|| lock(&core.elicitation).clone())
+                .flatten();
             let answer = if method == "ping" {
                 json!({"jsonrpc": "2.0", "id": id, "result": {}})
+            } else if let Some(handler) = elicit {
+                let params = serde_json::from_slice::<Value>(line)
+                    .ok()
+                    .and_then(|mut frame| frame.get_mut("params").map(Value::take))
+                    .unwrap_or(Value::Null);
+                json!({"jsonrpc": "2.0", "id": id, "result": handler.answer(&params)})
             } else {
                 json!({"jsonrpc": "2.0", "id": id, "error": {
                     "code": METHOD_NOT_FOUND,

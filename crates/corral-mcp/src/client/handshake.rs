@@ -83,6 +83,11 @@ pub(crate) async fn handshake(
     options: &ConnectOptions,
 ) -> Result<PeerInfo, String> {
     let client_info = json!({"name": options.client_name, "version": options.client_version});
+    let capabilities = if options.elicitation.is_some() {
+        json!({"elicitation": {}})
+    } else {
+        json!({})
+    };
     let deadline = Deadline::new(options.handshake_timeout);
     let discover_options = CallOptions::timeout(
         deadline.cut(
@@ -94,7 +99,7 @@ pub(crate) async fn handshake(
     // A discovery still unanswered at its own deadline, kept open.
     let mut open_discovery = None;
     if !options.legacy_only {
-        let meta = discover_meta(&client_info);
+        let meta = discover_meta(&client_info, &capabilities);
         let params = json!({"_meta": Value::Object(meta.clone())});
         // Open until the initialize step's deadline too: a modern server
         // still starting reads it first once it runs, answers it late, and
@@ -142,7 +147,7 @@ pub(crate) async fn handshake(
     }
     let params = json!({
         "protocolVersion": LEGACY,
-        "capabilities": {},
+        "capabilities": capabilities,
         "clientInfo": client_info,
     });
     let own = deadline.cut(options.initialize_timeout);
@@ -219,8 +224,9 @@ pub(crate) async fn handshake(
     })
 }
 
-/// The `_meta` of the 2026-07-28 era: the version and who the client is.
-fn discover_meta(client_info: &Value) -> Map<String, Value> {
+/// The `_meta` of the 2026-07-28 era: the version, who the client is and
+/// what it offers.
+fn discover_meta(client_info: &Value, capabilities: &Value) -> Map<String, Value> {
     let mut meta = Map::new();
     meta.insert(
         "io.modelcontextprotocol/protocolVersion".into(),
@@ -232,7 +238,7 @@ fn discover_meta(client_info: &Value) -> Map<String, Value> {
     );
     meta.insert(
         "io.modelcontextprotocol/clientCapabilities".into(),
-        json!({}),
+        capabilities.clone(),
     );
     meta
 }

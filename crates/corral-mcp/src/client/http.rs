@@ -228,11 +228,48 @@ enum ToReader {
     Close(Id),
 }
 
-/// The two tasks of an HTTP connection.
+/// The two tasks of an HTTP connection, and the way to open its standalone
+/// stream.
 #[derive(Debug)]
 pub(crate) struct Started {
     pub writer: JoinHandle<WriterEnd>,
     pub reader: JoinHandle<ReaderEnd>,
+    pub listener: Listener,
+}
+
+/// Opens the standalone event stream (`GET`), on which a server sends the
+/// requests and notifications that answer nothing of ours (an elicitation
+/// asked while a tool runs, among them). Used once, after the handshake,
+/// and only by a connection that offers something the server may ask for.
+#[derive(Debug)]
+pub(crate) struct Listener {
+    core: Arc<Core>,
+    endpoint: Arc<Endpoint>,
+    to_reader: mpsc::UnboundedSender<ToReader>,
+    max_frame_bytes: usize,
+}
+
+impl Listener {
+    /// Hands the reader the exchange that `GET`s the stream and reads it
+    /// until the connection ends (resumed as an answer's stream is). The
+    /// receiver hears once the server answered the `GET` (or refused it:
+    /// `405` means it offers no such stream).
+    pub(crate) fn open(self) -> tokio::sync::oneshot::Receiver<()> {
+        let (opened, heard) = tokio::sync::oneshot::channel();
+        let run = Box::pin(async move {
+            let ended = listen(&self.core, &self.endpoint, self.max_frame_bytes, opened).await;
+            if let Err(why) = ended {
+                tracing::debug!(%why, "the standalone event stream ended");
+            }
+            (None, None)
+        });
+        let _ = self.to_reader.send(ToReader::Exchange {
+            id: None,
+            close: CancellationToken::new(),
+            run,
+        });
+        heard
+    }
 }
 
 /// Starts the writer and the reader.
@@ -245,6 +282,12 @@ pub(crate) fn start(
     max_frame_bytes: usize,
 ) -> Started {
     let (to_reader, from_writer) = mpsc::unbounded_channel();
+    let listener = Listener {
+        core: core.clone(),
+        endpoint: endpoint.clone(),
+        to_reader: to_reader.clone(),
+        max_frame_bytes,
+    };
     let writer = Writer {
         core: core.clone(),
         endpoint,
@@ -255,6 +298,7 @@ pub(crate) fn start(
     Started {
         writer: tasks::spawn(tasks, writer.run(queue, stop_writer)),
         reader: tasks::spawn(tasks, read(from_writer)),
+        listener,
     }
 }
 
@@ -479,8 +523,8 @@ async fn exchange(
         .to_ascii_lowercase();
     let ended = if kind.starts_with("text/event-stream") {
         let mut parser = Parser::new(max_frame_bytes);
-        let ended = events(&core, response, &id, &mut parser).await;
-        resume(&core, &endpoint, &id, parser, ended).await
+        let ended = events(&core, response, Some(&id), &mut parser).await;
+        resume(&core, &endpoint, Some(&id), parser, ended).await
     } else if kind.starts_with("application/json") {
         json(&core, response, max_frame_bytes).await
     } else {
@@ -528,18 +572,18 @@ fn refused(core: &Core, id: Option<&Id>, why: String) {
 async fn resume(
     core: &Core,
     endpoint: &Endpoint,
-    id: &Id,
+    id: Option<&Id>,
     mut parser: Parser,
     mut ended: Result<(), String>,
 ) -> Result<(), String> {
     let mut idle = 0;
-    while core.waits_for(id) && idle < IDLE_RESUMES {
+    while id.is_none_or(|id| core.waits_for(id)) && idle < IDLE_RESUMES {
         let Some(last) = parser.last_event_id().map(str::to_owned) else {
             break;
         };
         idle += 1;
         let wait = parser.retry().unwrap_or(DEFAULT_RETRY);
-        tracing::debug!(%id, %last, ?wait, "the answer's event stream ended: resuming it");
+        tracing::debug!(?id, %last, ?wait, "an event stream ended: resuming it");
         tokio::time::sleep(wait).await;
         let url = endpoint.url();
         let request = endpoint
@@ -575,13 +619,44 @@ async fn resume(
     ended
 }
 
-/// A `text/event-stream` answer to the request `id`: each event's data is
-/// one message. Read until `id` is settled (then the stream is dropped,
-/// whatever the server keeps sending) or the stream ends.
+/// The standalone stream: `GET`, then read it as an answer's stream (no
+/// answer to wait for), resumed while it has event ids; `opened` fires once
+/// the first `GET` is answered, whatever the answer.
+async fn listen(
+    core: &Core,
+    endpoint: &Endpoint,
+    max: usize,
+    opened: tokio::sync::oneshot::Sender<()>,
+) -> Result<(), String> {
+    let url = endpoint.url();
+    let request = endpoint
+        .without_body(core, endpoint.client.get(endpoint.url.clone()))
+        .header(ACCEPT, "text/event-stream");
+    let sent = request.send().await;
+    let _ = opened.send(());
+    let response = sent.map_err(|error| format!("GET {url} failed: {}", chain(&error)))?;
+    let status = response.status();
+    let is_stream = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|kind| kind.to_ascii_lowercase().starts_with("text/event-stream"));
+    if !status.is_success() || !is_stream {
+        return Err(format!("GET {url}: HTTP {status}, no event stream"));
+    }
+    let mut parser = Parser::new(max);
+    let ended = events(core, response, None, &mut parser).await;
+    resume(core, endpoint, None, parser, ended).await
+}
+
+/// A `text/event-stream` answer to the request `id` (`None`: the standalone
+/// stream): each event's data is one message. Read until `id` is settled
+/// (then the stream is dropped, whatever the server keeps sending) or the
+/// stream ends.
 async fn events(
     core: &Core,
     mut response: Response,
-    id: &Id,
+    id: Option<&Id>,
     parser: &mut Parser,
 ) -> Result<(), String> {
     while let Some(chunk) = response.chunk().await.map_err(|error| chain(&error))? {
@@ -595,7 +670,7 @@ async fn events(
                 }
             }
         }
-        if !core.waits_for(id) {
+        if id.is_some_and(|id| !core.waits_for(id)) {
             return Ok(());
         }
     }

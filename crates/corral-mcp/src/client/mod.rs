@@ -19,6 +19,8 @@
 //!   event-stream parser, `headers`: the headers that mirror a request's
 //!   body (version, method, name, `x-mcp-header` parameters).
 //! - `handshake`: `server/discover` with fallback to `initialize`.
+//! - `elicitation`: how a client without a user answers the server's
+//!   questions (a handler, and the input of `input_required` results).
 //! - `connection`: the supervisor and the teardown; `manager`: names and
 //!   reconnects. The count of live tasks is the crate's `tasks`.
 //! - [`rmcp`]: an `rmcp` transport whose server is a corral-owned tree, for
@@ -26,6 +28,7 @@
 
 mod connection;
 mod dispatch;
+mod elicitation;
 mod handshake;
 mod headers;
 mod http;
@@ -38,7 +41,8 @@ mod sse;
 mod stdio;
 
 pub use crate::tasks::{TaskCount, live_tasks};
-pub use connection::{Connection, RequestId, Teardown};
+pub use connection::{Connection, MAX_INPUT_ROUNDS, RequestId, Teardown};
+pub use elicitation::Elicitation;
 pub use handshake::{Era, LEGACY, MODERN, PeerInfo};
 pub use manager::{Manager, Server};
 pub use options::{

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::elicitation::Elicitation;
 use crate::frame::DEFAULT_MAX_FRAME_BYTES;
 
 /// The default deadline of `server/discover` (2026-07-28 era).
@@ -57,6 +58,11 @@ pub struct ConnectOptions {
     pub client_version: String,
     /// The reconnect budget for a server that crashed.
     pub reconnect: Reconnect,
+    /// How the server's elicitation requests are answered: with a handler,
+    /// the connection declares the `elicitation` capability and answers
+    /// them (on the wire, and inside `input_required` results); `None`
+    /// (the default): not declared, and refused.
+    pub elicitation: Option<Elicitation>,
     /// Cancels the connect itself (the handshake); the connection is torn
     /// down before the connect returns.
     pub cancel: CancellationToken,
@@ -77,6 +83,7 @@ impl Default for ConnectOptions {
             client_name: "corral".into(),
             client_version: env!("CARGO_PKG_VERSION").into(),
             reconnect: Reconnect::default(),
+            elicitation: None,
             cancel: CancellationToken::new(),
         }
     }

@@ -25,6 +25,7 @@ use tokio::{
 };
 
 use super::{
+    elicitation::Elicitation,
     headers::ToolParams,
     options::CallOptions,
     outcome::{CallError, Ended},
@@ -200,6 +201,8 @@ pub(crate) struct Core {
     /// Over HTTP: the `x-mcp-header` parameters of each tool the latest
     /// `tools/list` gave, and the tools it rejected (with why).
     pub tools: Mutex<Tools>,
+    /// How the server's elicitation requests are answered, if at all.
+    pub elicitation: Mutex<Option<Elicitation>>,
     pub counters: Counters,
     pub stderr: Mutex<Tail>,
 }
@@ -228,6 +231,7 @@ impl Core {
             meta: Mutex::new(None),
             protocol_version: Mutex::new(None),
             tools: Mutex::new(Tools::default()),
+            elicitation: Mutex::new(None),
             counters: Counters::default(),
             stderr: Mutex::new(Tail::new(stderr_tail)),
         };

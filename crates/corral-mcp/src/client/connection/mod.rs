@@ -36,6 +36,7 @@ use tokio::{
 };
 
 use super::{
+    elicitation::{Elicitation, input_responses},
     handshake::PeerInfo,
     headers::annotations,
     options::{CallOptions, ConnectOptions, HttpOptions},
@@ -199,6 +200,13 @@ impl Connection {
     /// (list first: a tool never listed gets no `Mcp-Param-*` header); a
     /// tool that listing rejected for its annotations is not called.
     ///
+    /// A result that asks for input (`resultType: "input_required"`, 2026-07-28)
+    /// is answered and the call asked again, as a new request (a fresh id)
+    /// with the answers (`inputResponses`, elicitations by
+    /// [`ConnectOptions::elicitation`]) and the server's `requestState`
+    /// unchanged, at most [`MAX_INPUT_ROUNDS`] times; input this client
+    /// cannot give fails the call ([`CallError::InvalidResult`]).
+    ///
     /// Nothing is retried, ever: a deadline, a cancellation or a dropped
     /// future after the request was written gives
     /// [`CallError::OutcomeUnknown`], and what the server did is not undone.
@@ -224,10 +232,24 @@ impl Connection {
         if let Some(arguments) = arguments {
             params["arguments"] = Value::Object(arguments);
         }
-        let result = self
-            .core
-            .request("tools/call", Some(params), options)
-            .await?;
+        let mut rounds = 0;
+        let result = loop {
+            let result = self
+                .core
+                .request("tools/call", Some(params.clone()), options)
+                .await?;
+            if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+                break result;
+            }
+            rounds += 1;
+            if rounds > MAX_INPUT_ROUNDS {
+                return Err(CallError::InvalidResult(format!(
+                    "the server still asks for input after {MAX_INPUT_ROUNDS} rounds"
+                )));
+            }
+            params = retried(&params, &result, lock(&self.core.elicitation).as_ref())
+                .map_err(CallError::InvalidResult)?;
+        };
         serde_json::from_value(result).map_err(|error| CallError::InvalidResult(error.to_string()))
     }
 
@@ -314,5 +336,35 @@ impl Connection {
     }
 }
 
+/// How many times one call answers the server's `input_required` results.
+pub const MAX_INPUT_ROUNDS: u32 = 16;
+
+/// The parameters of the next round of a call whose answer asked for input:
+/// the first round's own (name, arguments, `_meta`), the answers to the
+/// input requests, and the server's `requestState` as it sent it.
+fn retried(first: &Value, asked: &Value, handler: Option<&Elicitation>) -> Result<Value, String> {
+    let empty = Map::new();
+    let requests = asked
+        .get("inputRequests")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let mut params = first.clone();
+    if let Value::Object(map) = &mut params {
+        map.remove("inputResponses");
+        map.remove("requestState");
+        if !requests.is_empty() {
+            let responses = input_responses(requests, handler)?;
+            map.insert("inputResponses".into(), Value::Object(responses));
+        }
+        if let Some(state) = asked.get("requestState") {
+            map.insert("requestState".into(), state.clone());
+        }
+    }
+    Ok(params)
+}
+
 /// The request id type, for callers matching [`CallError::OutcomeUnknown`].
 pub type RequestId = Id;
+
+#[cfg(test)]
+mod tests;

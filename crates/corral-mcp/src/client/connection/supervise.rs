@@ -30,6 +30,10 @@ use super::{
 };
 use crate::tasks::{self, Alive, TaskCount};
 
+/// How long a connect waits for the server to answer the `GET` of its
+/// standalone stream (opened only by a client that answers elicitations).
+const LISTEN_OPEN: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// How a connection reaches its server.
 pub(crate) enum Launch {
     /// Spawn this command as an owned tree (its stdio is set to pipes).
@@ -218,6 +222,7 @@ async fn supervise(
         alive,
     };
     let (core, queue) = Core::new(options.queue, options.max_in_flight, options.stderr_tail);
+    lock(&core.elicitation).clone_from(&options.elicitation);
     let link = match launch {
         Launch::Spawn(mut command) => {
             let spawned = command
@@ -249,6 +254,7 @@ async fn supervise(
         },
     };
     let stop_writer = CancellationToken::new();
+    let mut listener = None;
     let (writer, reader, tree, pid, http) = match link {
         Link::Stdio(wire) => {
             let (input, output, stderr, tree, pid) = *wire;
@@ -271,6 +277,7 @@ async fn supervise(
                 stop_writer.clone(),
                 options.max_frame_bytes,
             );
+            listener = Some(started.listener);
             (started.writer, started.reader, None, None, Some(endpoint))
         }
     };
@@ -341,6 +348,16 @@ async fn supervise(
             return;
         }
         Ok(peer) => {
+            // Over HTTP, a client that answers the server's questions opens
+            // the stream they come on, and is connected once the server
+            // answered its GET (bounded: a server that holds it back is
+            // not waited for).
+            if let Some(listener) = listener.take()
+                && options.elicitation.is_some()
+            {
+                let _ = tokio::time::timeout(LISTEN_OPEN, listener.open()).await;
+            }
+            drop(listener);
             let connected = Connected {
                 core: core.clone(),
                 peer,
