@@ -623,7 +623,80 @@ fn a_leader_reaped_before_the_spawn_read_it_still_ends_the_call() {
     );
 }
 
+/// The same on each backend, with the leader reaped right after it
+/// started (held there by the `leader-reaped-at-launch` fault): `clone3`
+/// hands back its pidfd with its pid on every backend, so the leader is
+/// held although it is gone (before, the scanned backends started it with
+/// std's spawn and opened its pidfd after: `ESRCH`, and the spawn failed
+/// although the command had run, or worse, a pidfd of whatever process had
+/// its pid by then).
+#[test]
+fn a_leader_reaped_at_its_launch_still_ends_the_call_group() {
+    reaped_by_another_reaper_on(
+        "a_leader_reaped_at_its_launch_still_ends_the_call_group",
+        "leader-reaped-at-launch",
+        BackendChoice::Only(Backend::Group),
+    );
+}
+
+#[test]
+fn a_leader_reaped_at_its_launch_still_ends_the_call_subreaper() {
+    reaped_by_another_reaper_on(
+        "a_leader_reaped_at_its_launch_still_ends_the_call_subreaper",
+        "leader-reaped-at-launch",
+        BackendChoice::Only(Backend::Subreaper),
+    );
+}
+
+/// Without `clone3` (std's spawn, then `pidfd_open`), a leader reaped by
+/// something else in that window is a clear error naming the cause and
+/// the fix, and no pidfd of its pid (another process's by then, perhaps)
+/// stands for it.
+#[test]
+fn without_clone3_a_leader_reaped_at_its_launch_is_a_clear_error() {
+    let Run::Body = in_child(
+        "without_clone3_a_leader_reaped_at_its_launch_is_a_clear_error",
+        "no-clone3,leader-reaped-at-launch",
+        false,
+    ) else {
+        return;
+    };
+    let reaper = std::thread::spawn(|| {
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(20) {
+            let mut status = 0;
+            // SAFETY: waitpid writes one int through the pointer.
+            if unsafe { libc::waitpid(-1, &raw mut status, 0) } > 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    let result = runtime().block_on(async {
+        Command::new("sh")
+            .args(["-c", "exit 3"])
+            .backend(BackendChoice::Only(Backend::Group))
+            .spawn()
+    });
+    reaper.join().expect("the reaper");
+    match result {
+        Err(Error::Spawn { source, .. }) => {
+            let message = source.to_string();
+            assert!(
+                message.contains("waitpid(-1)") && message.contains("clone3"),
+                "{message}"
+            );
+        }
+        Err(other) => panic!("unexpected error {other}"),
+        Ok(child) => panic!("spawned {} though its leader was reaped", child.id()),
+    }
+}
+
 fn reaped_by_another_reaper(name: &str, faults: &str) {
+    reaped_by_another_reaper_on(name, faults, BackendChoice::Auto);
+}
+
+fn reaped_by_another_reaper_on(name: &str, faults: &str, backend: BackendChoice) {
     use std::sync::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
@@ -651,6 +724,7 @@ fn reaped_by_another_reaper(name: &str, faults: &str) {
     let finished = runtime().block_on(async {
         let mut child = Command::new("sh")
             .args(["-c", "exit 3"])
+            .backend(backend)
             .spawn()
             .expect("spawned");
         let leader = child.id();

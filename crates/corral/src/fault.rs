@@ -8,16 +8,19 @@
 //!
 //! | name         | effect |
 //! |--------------|--------|
-//! | `no-pidfd`   | `pidfd_open` fails with `ENOSYS`, as before Linux 5.3 |
+//! | `no-pidfd`   | `pidfd_open` fails with `ENOSYS`, as before Linux 5.3, and a tree without a cgroup is not started with `clone3` (which came with 5.3) |
 //! | `no-cgroup2` | no cgroup v2 hierarchy is found, as on a v1-only host |
-//! | `no-clone3` | spawning straight into the cgroup is skipped, as where `clone3` is refused: the child joins its leaf in std's pre-exec hook |
+//! | `no-clone3` | `clone3` is skipped, as where it is refused: std's spawn, the child joining its leaf (if any) in the pre-exec hook |
+//! | `leader-reaped-at-launch` | the launch waits (up to 10 s), right after the leader started and before anything else of the spawn, until something else reaped it (as a host's `waitpid(-1)` thread can) |
 //! | `slow-watchdog-restart` | a replaced watchdog is told nothing for 2 s after it started (an owner killed in that window: the state must already be in its socket) |
 //! | `fail-after-launch` | the spawn fails just after the leader started (as when descriptors or memory run out there), once the file named by `CORRAL_FAULT_WHEN` exists (waited for up to 10 s), so the command can start its tree first |
 //! | `leader-reaped-first` | the spawn waits (up to 10 s) until the leader has exited and something else reaped it before it reads the leader's `/proc` entry, as when a host's `waitpid(-1)` thread wins that race |
 //! | `nsdelegate` | the cgroup v2 mount counts as mounted with `nsdelegate`, so the leader gets its own cgroup namespace (the kernel's refusal to let it out needs the real option) |
 //!
-//! Each name is checked at exactly one place (`sys::pidfd_open`, the cgroup
-//! backend's `parent_dir` and `delegates_namespaces`, `launch::launch`, `fault::after_launch`, `supervise::open_leader`,
+//! Each name is checked at one place (`sys::pidfd_open` and, for `clone3`,
+//! `launch::launch`; the cgroup backend's `parent_dir` and
+//! `delegates_namespaces`, `launch::launch`, `launch::reaped_at_launch`,
+//! `fault::after_launch`, `supervise::open_leader`,
 //! `watchdog::Client::restart`), so
 //! a fault changes what the kernel appears to offer and nothing else. The
 //! tests are in `crates/corral-tests/tests/faults.rs` (`nsdelegate` and

@@ -98,18 +98,28 @@ pub(crate) fn spawn_error(command: &Command, source: io::Error) -> Error {
 }
 
 /// Starts the leader inside the prepared containment.
+///
+/// With `clone3` (every backend), the leader's pidfd comes with its pid:
+/// another thread's `waitpid(-1)` cannot take it before it is held. Where
+/// `clone3` is refused (an old kernel, a seccomp filter), std's spawn and a
+/// `pidfd_open` after it, which leave that window (`launch_with_std`).
 pub(crate) fn launch(command: &Command, prepared: &Prepared) -> io::Result<Launched> {
     let creds = credentials(command, prepared);
-    if let Some(cgroup) = prepared.cgroup_dir()
-        && !crate::fault::active("no-clone3")
-    {
-        match launch_into_cgroup(command, cgroup, creds) {
+    // `no-pidfd` stands for a kernel before 5.3, which has no `clone3`
+    // either (the cgroup backend's use of it is kept, as the fault's tests
+    // expect of a cgroup that holds the tree without pidfds).
+    let no_clone3 = crate::fault::active("no-clone3")
+        || (crate::fault::active("no-pidfd") && prepared.cgroup_dir().is_none());
+    if !no_clone3 {
+        match launch_with_clone3(command, prepared, creds) {
             // The cgroup refused the process: so would a move into it.
-            Err(Launch::Unavailable(error)) if sys::is_refused_by_cgroup(&error) => {
+            Err(Launch::Unavailable(error))
+                if prepared.cgroup_dir().is_some() && sys::is_refused_by_cgroup(&error) =>
+            {
                 return Err(explain_refusal(prepared, error));
             }
             Err(Launch::Unavailable(error)) => {
-                tracing::debug!(%error, "clone3 into the cgroup unavailable; falling back to a pre-exec move");
+                tracing::debug!(%error, "clone3 unavailable; falling back to std's spawn");
             }
             Err(Launch::Failed(error)) => return Err(error),
             Ok(launched) => return Ok(launched),
@@ -123,11 +133,12 @@ enum Launch {
     Failed(io::Error),
 }
 
-fn launch_into_cgroup(
+fn launch_with_clone3(
     command: &Command,
-    cgroup: std::os::fd::BorrowedFd<'_>,
+    prepared: &Prepared,
     creds: sys::Credentials,
 ) -> Result<Launched, Launch> {
+    let setup = prepared.child_setup();
     let failed = Launch::Failed;
     let envp = environment(command).map_err(failed)?;
     let path = envp
@@ -160,15 +171,16 @@ fn launch_into_cgroup(
             stdout.child.as_ref().map(AsFd::as_fd),
             stderr.child.as_ref().map(AsFd::as_fd),
         ],
-        cgroup,
+        cgroup: prepared.cgroup_dir(),
         creds,
         ignore_sigpipe: command.ignore_sigpipe,
         default_signals: command.default_signals,
         new_session: command.new_session,
+        new_group: setup.new_group,
     };
     match sys::spawn_into_cgroup(&exec) {
         Ok((pid, pidfd)) => Ok(Launched {
-            pid,
+            pid: reaped_at_launch(pid),
             pidfd,
             stdin: stdin.parent,
             stdout: stdout.parent,
@@ -177,6 +189,20 @@ fn launch_into_cgroup(
         Err(sys::Clone3Error::Unavailable(error)) => Err(Launch::Unavailable(error)),
         Err(sys::Clone3Error::Exec(error)) => Err(Launch::Failed(error)),
     }
+}
+
+/// `pid`, after the `leader-reaped-at-launch` fault held the launch (up to
+/// 10 s) until something else reaped the leader.
+fn reaped_at_launch(pid: i32) -> i32 {
+    if crate::fault::active("leader-reaped-at-launch") {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::path::Path::new(&format!("/proc/{pid}")).exists()
+            && std::time::Instant::now() < until
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+    pid
 }
 
 fn launch_with_std(
@@ -202,10 +228,24 @@ fn launch_with_std(
     setup.default_signals = command.default_signals;
     setup.new_session = command.new_session;
     let mut child = sys::spawn(&mut std_command, setup)?;
-    let pid = child.id() as i32;
-    // Our unreaped child: its pid cannot have been reused, so this pidfd is it.
-    let pidfd = match sys::pidfd_open(pid) {
+    let pid = reaped_at_launch(child.id() as i32);
+    // Our child, unless another thread's `waitpid(-1)` (a host's reaper)
+    // reaped it since std's spawn returned: then its pid may be another
+    // process's already, and a pidfd of it must not stand for the leader.
+    // `waitid` on the pidfd answers only for a child of ours.
+    let pidfd = match sys::pidfd_open(pid).and_then(|pidfd| {
+        sys::exit_status(pidfd.as_fd(), false).map(|_| pidfd)
+    }) {
         Ok(pidfd) => pidfd,
+        Err(error) if sys::is_gone(&error) || error.raw_os_error() == Some(libc::ECHILD) => {
+            return Err(io::Error::new(
+                error.kind(),
+                "the command started and ended, and something else in this process (a \
+                 waitpid(-1) of another thread) reaped it before corral could hold it, so its \
+                 exit status is lost: leave corral's children to corral, or allow clone3, \
+                 which leaves no such window",
+            ));
+        }
         Err(error) => {
             let _ = child.kill();
             let _ = child.wait();

@@ -1,6 +1,10 @@
-//! Spawning straight into a cgroup: `clone3(CLONE_INTO_CGROUP | CLONE_PIDFD)`.
+//! Spawning with `clone3(CLONE_PIDFD)`, straight into a cgroup where there
+//! is one (`CLONE_INTO_CGROUP`).
 //!
-//! Moving a running process into a cgroup (a write to `cgroup.procs`) takes a
+//! The pidfd comes back with the new pid, so no other thread's `waitpid(-1)`
+//! (a host's own reaper) can take the child between its start and the
+//! moment it is held: std's spawn and a `pidfd_open` after it leave that
+//! window. Moving a running process into a cgroup (a write to `cgroup.procs`) takes a
 //! global lock whose writer waits for an RCU grace period: about 10 ms here.
 //! A process *created* in the cgroup pays nothing of that, and `CLONE_PIDFD`
 //! hands back its pidfd with no window at all. rustix does not wrap `clone3`,
@@ -58,8 +62,8 @@ pub(crate) struct Exec<'a> {
     pub(crate) cwd: Option<super::ChildDir<'a>>,
     /// Descriptors for standard input, output and error (`None`: inherit).
     pub(crate) stdio: [Option<BorrowedFd<'a>>; 3],
-    /// The leaf cgroup's directory.
-    pub(crate) cgroup: BorrowedFd<'a>,
+    /// The leaf cgroup's directory, if the tree has one.
+    pub(crate) cgroup: Option<BorrowedFd<'a>>,
     /// Namespace, user and groups to take on before `exec`.
     pub(crate) creds: super::Credentials,
     /// Start the program with `SIGPIPE` ignored (else at its default).
@@ -68,6 +72,8 @@ pub(crate) struct Exec<'a> {
     pub(crate) default_signals: u64,
     /// Start the program in a new session, with no controlling terminal.
     pub(crate) new_session: bool,
+    /// Start the program in a new process group that it leads.
+    pub(crate) new_group: bool,
 }
 
 /// Why [`spawn_into_cgroup`] failed.
@@ -79,8 +85,8 @@ pub(crate) enum Clone3Error {
     Exec(io::Error),
 }
 
-/// Creates the process inside the cgroup and executes the program. Returns its
-/// pid and pidfd once `execve` succeeded.
+/// Creates the process (inside the cgroup, if one is given) and executes the
+/// program. Returns its pid and pidfd once `execve` succeeded.
 ///
 /// # References
 /// - <https://man7.org/linux/man-pages/man2/clone3.2.html>
@@ -110,12 +116,15 @@ pub(crate) fn spawn_into_cgroup(exec: &Exec<'_>) -> Result<(i32, OwnedFd), Clone
         .map_err(|e| Clone3Error::Unavailable(e.into()))?;
     let mut pidfd: c_int = -1;
     let mut args = CloneArgs {
-        flags: CLONE_PIDFD | CLONE_INTO_CGROUP | CLONE_CLEAR_SIGHAND,
+        flags: CLONE_PIDFD | CLONE_CLEAR_SIGHAND,
         pidfd: ptr::addr_of_mut!(pidfd) as u64,
         exit_signal: libc::SIGCHLD as u64,
-        cgroup: exec.cgroup.as_raw_fd() as u64,
         ..CloneArgs::default()
     };
+    if let Some(cgroup) = exec.cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = cgroup.as_raw_fd() as u64;
+    }
     let child = Child {
         programs: programs.as_ptr(),
         argv: argv.as_ptr(),
@@ -126,6 +135,7 @@ pub(crate) fn spawn_into_cgroup(exec: &Exec<'_>) -> Result<(i32, OwnedFd), Clone
         report: report_write.as_raw_fd(),
         creds: exec.creds,
         new_session: exec.new_session,
+        new_group: exec.new_group,
         sigpipe: if exec.ignore_sigpipe {
             libc::SIG_IGN
         } else {
@@ -351,6 +361,9 @@ struct Child {
     creds: super::Credentials,
     /// Call `setsid` first.
     new_session: bool,
+    /// Call `setpgid(0, 0)` first (without `new_session`, which makes a
+    /// group too).
+    new_group: bool,
     /// `SIGPIPE`'s disposition for the program.
     sigpipe: libc::sighandler_t,
     /// Signals reset to their default (bit N-1 for signal N).
@@ -376,6 +389,9 @@ impl Child {
         // us until `execve`, or a copy of it).
         unsafe {
             if self.new_session && libc::setsid() < 0 {
+                self.fail();
+            }
+            if self.new_group && !self.new_session && libc::setpgid(0, 0) < 0 {
                 self.fail();
             }
             // A source descriptor below 3 could be overwritten by an earlier
