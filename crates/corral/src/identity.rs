@@ -5,6 +5,20 @@
 //! refers to one process for ever) and checks that the process behind it still
 //! has the start time corral saw when it judged the process a member; only then
 //! does it signal, through the pidfd.
+//!
+//! A host meets identities in what corral hands back: the leader's
+//! ([`Child::identity`](crate::Child::identity)), the processes of a report
+//! ([`ProcessInfo`]) and the ledger's records.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), corral::Error> {
+//! use corral::{Command, identity::Identity};
+//! let mut child = Command::new("sleep").arg("1").spawn()?;
+//! let Identity { pid, start_time } = child.identity();
+//! println!("leader {pid}, started {start_time} clock ticks after boot");
+//! child.wait().await?;
+//! # Ok(()) }
+//! ```
 
 use std::{collections::HashMap, fs, io};
 
@@ -18,6 +32,14 @@ use stat::read_small;
 pub(crate) use stat::{Stat, parse_stat};
 
 /// A process, named by identity: pid plus start time (clock ticks after boot).
+///
+/// ```
+/// use corral::identity::Identity;
+/// let first = Identity { pid: 4242, start_time: 1_000 };
+/// // The pid again, after the first process was reaped: another process.
+/// let reused = Identity { pid: 4242, start_time: 2_500 };
+/// assert_ne!(first, reused);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Identity {
     /// Process id.
@@ -27,6 +49,16 @@ pub struct Identity {
 }
 
 /// A process, as corral identifies it.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), corral::Error> {
+/// use corral::{Command, ProcessInfo};
+/// let finished = Command::new("sh").args(["-c", "sleep 100 & exit 0"]).run().await?;
+/// for ProcessInfo { pid, start_time, command } in &finished.report.survivors {
+///     println!("{pid} (started at tick {start_time}) still runs: {command}");
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ProcessInfo {
     /// Process id.
