@@ -346,3 +346,6 @@ fn modern(result: Value) -> Result<PeerInfo, String> {
         instructions: result.instructions,
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -163,3 +163,30 @@ async fn an_answer_to_a_request_not_yet_written_is_dropped() {
     let result = call.await.expect("joined").expect("answered");
     assert_eq!(result["early"], Value::Bool(false));
 }
+
+#[test]
+fn an_elicitation_is_answered_by_the_policy_and_refused_without_one() {
+    let ask = br#"{"jsonrpc":"2.0","id":"e1","method":"elicitation/create","params":{
+        "message":"?","requestedSchema":{"type":"object","properties":{
+        "name":{"type":"string","default":"John Doe"}}}}}"#;
+    let answer = |queue: &mut mpsc::Receiver<Outbound>| -> Value {
+        let frame = queue.try_recv().expect("an answer is queued");
+        assert!(frame.answer);
+        serde_json::from_slice(&frame.line).expect("JSON")
+    };
+
+    let (core, mut queue) = core();
+    dispatch(&core, ask);
+    let refused = answer(&mut queue);
+    assert_eq!(refused["id"], "e1");
+    assert_eq!(refused["error"]["code"], METHOD_NOT_FOUND);
+
+    *lock(&core.elicitation) = Some(crate::client::Elicitation::defaults());
+    dispatch(&core, ask);
+    let answered = answer(&mut queue);
+    assert_eq!(
+        answered,
+        serde_json::json!({"jsonrpc": "2.0", "id": "e1", "result": {
+            "action": "accept", "content": {"name": "John Doe"}}})
+    );
+}
