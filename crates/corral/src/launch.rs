@@ -233,9 +233,9 @@ fn launch_with_std(
     // reaped it since std's spawn returned: then its pid may be another
     // process's already, and a pidfd of it must not stand for the leader.
     // `waitid` on the pidfd answers only for a child of ours.
-    let pidfd = match sys::pidfd_open(pid).and_then(|pidfd| {
-        sys::exit_status(pidfd.as_fd(), false).map(|_| pidfd)
-    }) {
+    let pidfd = match sys::pidfd_open(pid)
+        .and_then(|pidfd| sys::exit_status(pidfd.as_fd(), false).map(|_| pidfd))
+    {
         Ok(pidfd) => pidfd,
         Err(error) if sys::is_gone(&error) || error.raw_os_error() == Some(libc::ECHILD) => {
             return Err(io::Error::new(
