@@ -295,10 +295,36 @@ impl Drop for Lane {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.scratch);
         if let Some(cgroup) = &self.cgroup {
+            // What ran in the lane may still be exiting (bubblewrap's init
+            // and its children, under load): the cgroup is removed once it
+            // is empty, and what is still in it after 5 s (only this test's
+            // own processes can be) is killed first. An `rmdir` at once
+            // left the cgroup behind, empty moments later (docs/flakes.md
+            // (35)).
+            if !wait_unpopulated(cgroup, std::time::Duration::from_secs(5)) {
+                let _ = fs::write(cgroup.join("cgroup.kill"), "1");
+                wait_unpopulated(cgroup, std::time::Duration::from_secs(5));
+            }
             for leaf in self.leftover_cgroups() {
                 let _ = fs::remove_dir(leaf);
             }
             let _ = fs::remove_dir(cgroup);
         }
+    }
+}
+
+/// Whether `cgroup` (and everything below it) holds no process, waited for
+/// up to `limit`.
+fn wait_unpopulated(cgroup: &Path, limit: std::time::Duration) -> bool {
+    let until = std::time::Instant::now() + limit;
+    loop {
+        let events = fs::read_to_string(cgroup.join("cgroup.events")).unwrap_or_default();
+        if events.is_empty() || events.lines().any(|l| l.trim() == "populated 0") {
+            return true;
+        }
+        if std::time::Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }

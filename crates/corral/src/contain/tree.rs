@@ -315,9 +315,9 @@ impl Tree {
     /// ([`Leftovers::Release`](crate::command::Leftovers::Release)): a cgroup's members
     /// move to its parent and the leaf is removed. Returns false if the leaf
     /// could not be removed.
-    pub(crate) fn release(&mut self) -> bool {
+    pub(crate) async fn release(&mut self) -> bool {
         match self {
-            Tree::Cgroup(tree) => tree.release(),
+            Tree::Cgroup(tree) => tree.release().await,
             Tree::Scanned(tree) => {
                 tree.close();
                 true

@@ -505,7 +505,7 @@ impl Supervision {
             report.released = self.tree.members();
             // Nobody's now: another tree of this process never adopts them.
             contain::released(report.released.iter().map(|p| (p.pid, p.start_time)));
-            report.cgroup_not_removed = !self.tree.release();
+            report.cgroup_not_removed = !self.tree.release().await;
             if report.cgroup_not_removed {
                 report.notes.push(
                     "the released processes could not be moved out of their leaf cgroup, so \

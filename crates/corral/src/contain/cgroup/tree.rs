@@ -22,6 +22,10 @@ use crate::{
     contain::nested::Nested, error::Error, identity, identity::ProcessInfo, signal::Signal, sys,
 };
 
+/// How long a released tree's leaf waits for members that could not move
+/// out because they were exiting.
+const RELEASE_EXITING: Duration = Duration::from_secs(1);
+
 /// A live leaf cgroup holding a tree.
 #[derive(Debug)]
 pub(crate) struct CgroupTree {
@@ -376,8 +380,12 @@ impl CgroupTree {
     /// and then cannot hold processes), then removes the leaf. A member
     /// forked during the move is caught by the next round. If they cannot be
     /// moved, they keep the leaf (reported as left): released processes are
-    /// never killed, not even when the tree is dropped.
-    pub(crate) fn release(&mut self) -> bool {
+    /// never killed, not even when the tree is dropped. A member that could
+    /// not move because it is exiting (`ESRCH`: still listed until its exit
+    /// is done) leaves the leaf within moments: that is waited for, up to
+    /// [`RELEASE_EXITING`], before the leaf is removed (without the wait
+    /// the leaf was kept, and left empty behind, docs/flakes.md (34)).
+    pub(crate) async fn release(&mut self) -> bool {
         // Released on purpose: no longer ours to end.
         self.seen.clear();
         let Ok(own) = own_dir() else {
@@ -385,15 +393,21 @@ impl CgroupTree {
             return false;
         };
         let procs = own.join("cgroup.procs");
+        let mut only_exiting = true;
         for _ in 0..10 {
             if self.is_empty().unwrap_or(false) {
                 break;
             }
+            only_exiting = true;
             for pid in self.listed().unwrap_or_default() {
                 if let Err(error) = fs::write(&procs, pid.to_string()) {
+                    only_exiting &= sys::is_gone(&error);
                     tracing::debug!(pid, %error, "moving a released process failed");
                 }
             }
+        }
+        if only_exiting && !self.is_empty().unwrap_or(false) {
+            let _ = self.wait_empty(Instant::now() + RELEASE_EXITING).await;
         }
         let removed = self.close();
         if !removed {
