@@ -178,10 +178,8 @@ async fn bench(rounds: usize) -> ExitCode {
             let i = (round + k) % contenders.len();
             let (name, argv, declared, as_task) = contenders[i];
             // The long contenders run once every ten rounds.
-            if as_task || argv[0] == "sleep" {
-                if round % 10 != 0 {
-                    continue;
-                }
+            if (as_task || argv[0] == "sleep") && round % 10 != 0 {
+                continue;
             }
             match call(&url, argv, declared).await {
                 Ok((_, task)) if task != as_task => {
