@@ -511,10 +511,19 @@ fn root_in_a_cgroup_another_user_owns_is_told_its_limits_can_be_lifted() {
         .status()
         .expect("run corral in their cgroup");
     assert!(status.success());
+    // Nothing of corral's (its watchdog included) is left in the cgroup it
+    // ran in once its exit is seen (docs/flakes.md (36)).
+    let events = std::fs::read_to_string(theirs.0.join("cgroup.events")).expect("cgroup.events");
+    assert!(
+        events.lines().any(|l| l == "populated 0"),
+        "corral's exit was seen with processes still in its cgroup: {events}"
+    );
     let report: Value = read_report(&report);
     let notes = report["notes"].to_string();
     assert!(notes.contains("belongs to user 65534"), "{report}");
     assert!(notes.contains("out of its limits"), "{report}");
+    let leaf = report["cgroup"].as_str().expect("a leaf");
+    assert!(!Path::new(leaf).exists(), "the leaf is removed: {report}");
 }
 
 #[test]

@@ -115,13 +115,15 @@ pub fn shutdown() {
 }
 
 /// Stops the watchdog of a process that exits right after, without waiting
-/// for it (the `corral` command's last step): closes this side of the socket,
+/// for it: closes this side of the socket,
 /// so the helper sees end-of-file, ends whatever tree it still knows of
 /// (none, after a clean finish) and exits by itself; this process's own exit
 /// hands it to init (or the nearest subreaper), which reaps it. While
 /// messages are still queued for the helper this is [`shutdown`], which lets
 /// the writer thread deliver them first. Call it last: until this process
-/// exits, the helper stays an unreaped zombie.
+/// exits, the helper stays an unreaped zombie. The helper may still be
+/// running (in this process's cgroup) when this process's exit is seen;
+/// the `corral` command calls [`shutdown`] for that reason.
 pub fn shutdown_before_exit() {
     let mut guard = lock(&CLIENT);
     if guard
