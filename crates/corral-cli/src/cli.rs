@@ -11,8 +11,12 @@ use crate::{
     kit::{exit, limits::LimitArgs, sink::ReportArgs},
 };
 
+/// `VERSION (COMMIT)`, or the version alone when the build could not tell
+/// the commit (build.rs).
+pub const VERSION: &str = env!("CORRAL_VERSION");
+
 const LONG_VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
+    env!("CORRAL_VERSION"),
     "\nSee which containment backends this machine offers: corral capabilities"
 );
 
@@ -29,7 +33,7 @@ Examples:
 #[derive(Debug, Parser)]
 #[command(
     name = "corral",
-    version,
+    version = VERSION,
     long_version = LONG_VERSION,
     after_help = EXAMPLES,
     subcommand_required = true,
@@ -82,6 +86,25 @@ pub enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+    /// For packagers: write the man pages or the completion scripts into
+    /// DIR (scripts/install, the Debian package).
+    #[command(hide = true)]
+    Generate {
+        /// What to write.
+        what: Generated,
+        /// Where (created if missing).
+        dir: PathBuf,
+    },
+}
+
+/// What `corral generate` writes (generate.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Generated {
+    /// `corral.1`, one page per subcommand (`corral-run.1`,
+    /// `corral-mcp-wrap.1`, ...), and `corral-timeout.1`.
+    Man,
+    /// `corral.bash`, `_corral` (zsh) and `corral.fish`.
+    Completions,
 }
 
 /// `corral mcp ...`.

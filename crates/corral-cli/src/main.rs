@@ -14,6 +14,7 @@ macro_rules! say {
 
 mod capabilities;
 mod cli;
+mod generate;
 mod getopt;
 mod gnu_duration;
 mod kit;
@@ -81,5 +82,6 @@ fn main() -> ExitCode {
             ledger: args,
         } => ledger::reap(&args, dry_run),
         Command::Completions { shell } => cli::completions(shell),
+        Command::Generate { what, dir } => generate::main(what, &dir),
     })
 }

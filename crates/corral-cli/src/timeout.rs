@@ -163,12 +163,13 @@ fn version() -> String {
         "timeout (corral) {}\n\
          This is corral's GNU timeout personality: it ends the command's whole process tree.\n\
          See `{name} --help` for how it differs from GNU timeout, and `corral run --help`.\n",
-        env!("CARGO_PKG_VERSION"),
+        crate::cli::VERSION,
         name = "timeout"
     )
 }
 
-fn help(name: &str) -> String {
+/// The personality's `--help` (also the body of `corral-timeout.1`).
+pub fn help(name: &str) -> String {
     format!(
         "\
 Usage: {name} [OPTION] DURATION COMMAND [ARG]...

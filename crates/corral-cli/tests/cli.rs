@@ -20,6 +20,30 @@ fn help_and_version_exit_0() {
     }
 }
 
+/// `corral --version` and `-V` name the commit corral was built from
+/// (build.rs), here the checkout's HEAD; built where git cannot tell (a
+/// tarball), the version alone.
+#[test]
+fn version_names_the_commit() {
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let version = env!("CARGO_PKG_VERSION");
+    let expected = match &head {
+        Some(head) => format!("corral {version} ({})", &head[..12]),
+        None => format!("corral {version}"),
+    };
+    for flag in ["--version", "-V"] {
+        let output = corral().arg(flag).output().expect("run corral");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(stdout.lines().next(), Some(expected.as_str()), "{flag}");
+    }
+}
+
 #[test]
 fn run_help_documents_the_decisions_and_examples() {
     let output = corral()
