@@ -1,6 +1,6 @@
 //! Line framing of MCP's stdio transport: newline-delimited JSON-RPC
 //! messages, with a cap on the length of one line. Pure: no I/O here (the
-//! pumps in [`relay`](crate::relay) read into a [`Framer`]).
+//! pumps in `relay` read into a [`Framer`]).
 //!
 //! A line is split at `\n`; a `\r` before it is dropped (CRLF). A line longer
 //! than the cap is never buffered whole: once the pending bytes pass the cap

@@ -11,21 +11,21 @@
 //! # Layout
 //! - [`hosts`]: the hosts, their files per scope and where the servers
 //!   are in them ([`hosts::HOSTS`]: a new host is one entry).
-//! - [`json`] and [`toml`]: reading a config with the byte span of every
+//! - `json` and `toml`: reading a config with the byte span of every
 //!   value (JSONC comments, TOML comments and layout kept).
-//! - [`edit`]: where an entry's `command` and `args` are, and the text
+//! - `edit`: where an entry's `command` and `args` are, and the text
 //!   edits of `on` and `off`, the same for both formats.
-//! - [`entry`]: what an entry starts and its [`State`].
-//! - [`file`](mod@file): the trust rule, the atomic write that keeps a host's
+//! - `entry`: what an entry starts and its [`State`].
+//! - `file`: the trust rule, the atomic write that keeps a host's
 //!   concurrent change, the backups; `record`: what `on` replaced.
 
-pub mod edit;
-pub mod entry;
-pub mod file;
+pub(crate) mod edit;
+pub(crate) mod entry;
+pub(crate) mod file;
 pub mod hosts;
-pub mod json;
+pub(crate) mod json;
 mod record;
-pub mod toml;
+pub(crate) mod toml;
 
 use std::{
     io,

@@ -34,13 +34,13 @@
 //! - [`message`]: what a line is (request, notification, response) or why
 //!   it is malformed.
 //!
-//! `wrap/`, the relay (its public modules and types are re-exported here):
+//! `wrap/`, the relay (its public types are re-exported here):
 //! - `wrap`: the server process, the relay's end, the shutdown; `options`:
 //!   what it is asked to do ([`WrapOptions`]); `error`: why it could not
 //!   ([`WrapError`]); `stdio`: the relay process's own standard streams.
-//! - [`inflight`]: requests waiting for their response.
-//! - [`relay`]: the two pumps and their counters; [`notelimit`]: the rate
-//!   limit on their notes.
+//! - `inflight`: requests waiting for their response.
+//! - `relay`: the two pumps and their counters ([`RelayStats`]);
+//!   `notelimit`: the rate limit on their notes.
 //! - `ending`: what ended the relay and what it did ([`Ending`],
 //!   [`WrapExit`]), plain data.
 //!
@@ -68,10 +68,9 @@ mod tasks;
 mod wrap;
 
 pub use wrap::{
-    ending::{Durations, Ending, Leader, WrapExit, unanswered_message},
+    ending::{Durations, Ending, Leader, WrapExit},
     error::WrapError,
-    inflight, notelimit,
     options::{DEFAULT_CLOSE_GRACE, DEFAULT_FINAL_BOUND, DEFAULT_KILL_AFTER, WrapOptions},
-    relay::{self, DirectionStats, RelayStats},
+    relay::{DirectionStats, RelayStats},
     wrap, wrap_with,
 };

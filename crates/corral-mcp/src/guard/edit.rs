@@ -251,18 +251,3 @@ pub fn apply(text: &str, edits: &[Edit]) -> String {
 fn quote(value: &str) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| String::from("\"\""))
 }
-
-/// The region `region` of `text` after `edits` (all inside it) are
-/// applied to it.
-pub fn region_after(text: &str, region: &Range<usize>, edits: &[Edit]) -> String {
-    let shifted: Vec<Edit> = edits
-        .iter()
-        .map(|(span, with)| {
-            (
-                span.start - region.start..span.end - region.start,
-                with.clone(),
-            )
-        })
-        .collect();
-    apply(&text[region.clone()], &shifted)
-}

@@ -52,8 +52,6 @@ pub(super) const ATTEMPTS: usize = 50;
 /// A config opened for a change: its directory, name and bytes.
 #[derive(Debug)]
 pub struct Opened {
-    /// The path the file was found by.
-    pub path: PathBuf,
     /// Where it is once symbolic links are followed.
     pub real: PathBuf,
     dir: OwnedFd,
@@ -130,7 +128,6 @@ pub fn open(path: &Path) -> io::Result<Option<Opened>> {
     }
     let bytes = read_capped(File::from(fd))?;
     Ok(Some(Opened {
-        path: path.to_path_buf(),
         real: real.clone(),
         dir,
         name: name.to_os_string(),

@@ -68,6 +68,7 @@ impl Node {
         }
     }
 
+    #[cfg(test)]
     /// The elements, if an array.
     pub fn as_array(&self) -> Option<&[Node]> {
         match &self.kind {

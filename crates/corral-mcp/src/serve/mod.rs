@@ -18,9 +18,9 @@
 
 mod audit;
 mod handler;
-pub mod output;
-pub mod request;
-pub mod roots;
+pub(crate) mod output;
+pub(crate) mod request;
+pub(crate) mod roots;
 mod run;
 mod runs;
 mod task_store;

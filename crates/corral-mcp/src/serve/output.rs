@@ -146,6 +146,7 @@ impl Ring {
         }
     }
 
+    #[cfg(test)]
     /// The offset just after the last byte pushed.
     #[must_use]
     pub fn end(&self) -> u64 {

@@ -38,6 +38,7 @@ pub struct Cwd {
 }
 
 impl Cwd {
+    #[cfg(test)]
     /// Where the directory was when it was checked (canonical).
     #[must_use]
     pub fn path(&self) -> &Path {

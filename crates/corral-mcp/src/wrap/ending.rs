@@ -83,7 +83,7 @@ pub struct Durations {
 
 /// The message of the relay's error response to a request the server will
 /// never answer.
-pub fn unanswered_message(ending: Ending, received: Option<Signal>, outcome: Outcome) -> String {
+pub(crate) fn unanswered_message(ending: Ending, received: Option<Signal>, outcome: Outcome) -> String {
     match ending {
         _ if ending.by_server() => match outcome {
             Outcome::Exited { code } => {

@@ -172,6 +172,7 @@ impl InFlight {
         self.of(sender).remove(id).is_some()
     }
 
+    #[cfg(test)]
     /// How many requests from `sender` are in flight.
     pub fn count(&self, sender: Side) -> usize {
         match sender {

@@ -30,10 +30,10 @@
 
 pub(crate) mod ending;
 pub(crate) mod error;
-pub mod inflight;
-pub mod notelimit;
+pub(crate) mod inflight;
+pub(crate) mod notelimit;
 pub(crate) mod options;
-pub mod relay;
+pub(crate) mod relay;
 mod stdio;
 
 use std::{future::Future, time::Duration};
@@ -178,8 +178,8 @@ where
         end = running(&mut to_server) => {
             to_server = None;
             match end {
-                PumpEnd::Eof | PumpEnd::ReadFailed(_) => Ending::ClientClosed,
-                PumpEnd::WriteFailed(_) => Ending::ServerClosedInput,
+                PumpEnd::Eof | PumpEnd::ReadFailed => Ending::ClientClosed,
+                PumpEnd::WriteFailed => Ending::ServerClosedInput,
             }
         }
         () = shared.client_broken.notified() => Ending::ClientGone,

@@ -55,6 +55,7 @@ impl NoteLimit {
         }
     }
 
+    #[cfg(test)]
     /// Notes held back and not yet mentioned.
     pub fn suppressed(&self) -> u64 {
         self.suppressed

@@ -1,7 +1,7 @@
 //! The two pumps: client → server and server → client, each reading lines,
 //! dropping malformed ones with one line on standard error (rate-limited, see
-//! [`crate::notelimit`]), tracking request ids (in a capped table, see
-//! [`crate::inflight`]), and forwarding the rest byte for byte, in order.
+//! `notelimit`), tracking request ids (in a capped table, see
+//! `inflight`), and forwarding the rest byte for byte, in order.
 //!
 //! Both pumps share one [`Shared`]: the in-flight table and the counters,
 //! behind a mutex that is never held across an `.await`.
@@ -101,9 +101,9 @@ pub enum PumpEnd {
     /// End of input.
     Eof,
     /// Reading failed (treated as end of input).
-    ReadFailed(io::Error),
+    ReadFailed,
     /// Writing failed ([`OnWriteError::Stop`] only).
-    WriteFailed(io::Error),
+    WriteFailed,
 }
 
 /// What a pump does when writing fails.
@@ -138,11 +138,13 @@ impl Shared {
         self.lock().stats
     }
 
+    #[cfg(test)]
     /// How many requests from `sender` are in flight.
     pub fn in_flight(&self, sender: Side) -> usize {
         self.lock().inflight.count(sender)
     }
 
+    #[cfg(test)]
     /// Whether the client's output can still take a clean frame.
     pub fn client_writable(&self) -> bool {
         let state = self.lock();
@@ -338,7 +340,7 @@ where
         let eof = match reader.read_buf(framer.read_buffer()).await {
             Ok(read) => read == 0,
             Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-            Err(error) => return PumpEnd::ReadFailed(error),
+            Err(_) => return PumpEnd::ReadFailed,
         };
         {
             let mut state = shared.lock();
@@ -364,9 +366,9 @@ where
                 state.client_mid_write = false;
                 state.client_broken |= result.is_err();
             }
-            if let Err(error) = result {
+            if result.is_err() {
                 match on_write_error {
-                    OnWriteError::Stop => return PumpEnd::WriteFailed(error),
+                    OnWriteError::Stop => return PumpEnd::WriteFailed,
                     OnWriteError::Discard => {
                         writable = false;
                         shared.client_broken.notify_one();
