@@ -28,6 +28,7 @@ use std::{
 
 use rmcp::model::{
     DiscoverResult, Implementation, InitializeResult, ProtocolVersion, ServerCapabilities,
+    TASKS_EXTENSION_ID,
 };
 use serde_json::{Map, Value, json};
 
@@ -99,7 +100,11 @@ pub(crate) async fn handshake(
     // A discovery still unanswered at its own deadline, kept open.
     let mut open_discovery = None;
     if !options.legacy_only {
-        let meta = discover_meta(&client_info, &capabilities);
+        let mut modern = capabilities.clone();
+        if options.tasks {
+            modern["extensions"] = json!({ TASKS_EXTENSION_ID: {} });
+        }
+        let meta = discover_meta(&client_info, &modern);
         let params = json!({"_meta": Value::Object(meta.clone())});
         // Open until the initialize step's deadline too: a modern server
         // still starting reads it first once it runs, answers it late, and

@@ -6,8 +6,9 @@
 //!   `_meta["io.modelcontextprotocol/protocolVersion"]` when it has one (so
 //!   the two always match), else the version the handshake settled on.
 //! - `Mcp-Method` on every request and notification: its `method`.
-//! - `Mcp-Name` on `tools/call` and `prompts/get` (`params.name`) and
-//!   `resources/read` (`params.uri`).
+//! - `Mcp-Name` on `tools/call` and `prompts/get` (`params.name`),
+//!   `resources/read` (`params.uri`) and the Tasks extension's `tasks/*`
+//!   (`params.taskId`).
 //! - `Mcp-Param-{Name}` on `tools/call`, for each parameter the tool's
 //!   `inputSchema` annotates with `x-mcp-header` and the call gives a value
 //!   (a string as is, an integer in decimal, a boolean as `true`/`false`;
@@ -65,6 +66,7 @@ pub(crate) fn mirror(
     let name_field = match method {
         "tools/call" | "prompts/get" => "name",
         "resources/read" => "uri",
+        method if method.starts_with("tasks/") => "taskId",
         _ => return headers,
     };
     let Some(name) = params

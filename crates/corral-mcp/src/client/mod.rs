@@ -19,6 +19,8 @@
 //!   event-stream parser, `headers`: the headers that mirror a request's
 //!   body (version, method, name, `x-mcp-header` parameters).
 //! - `handshake`: `server/discover` with fallback to `initialize`.
+//! - `task`: following a call the server answered with a task (the Tasks
+//!   extension): polls, `tasks/cancel`, resuming after a lost poll.
 //! - `elicitation`: how a client without a user answers the server's
 //!   questions (a handler, and the input of `input_required` results).
 //! - `connection`: the supervisor and the teardown; `manager`: names and
@@ -39,6 +41,7 @@ pub mod rmcp;
 mod shared;
 mod sse;
 mod stdio;
+mod task;
 
 pub use crate::tasks::{TaskCount, live_tasks};
 pub use connection::{Connection, MAX_INPUT_ROUNDS, RequestId, Teardown};
@@ -49,7 +52,8 @@ pub use options::{
     CallOptions, ConnectOptions, DEFAULT_CLOSE_GRACE, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_DISCOVER_TIMEOUT, DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_POOL_IDLE_TIMEOUT, DEFAULT_QUEUE, DEFAULT_STDERR_TAIL, HTTP_ANSWERS_IN_FLIGHT,
-    HTTP_IDLE_CONNECTIONS, HttpOptions, Reconnect,
+    HTTP_IDLE_CONNECTIONS, HttpOptions, OnTask, Reconnect,
 };
-pub use outcome::{CallError, ConnectError, Ended};
+pub use outcome::{CallError, ConnectError, Ended, TaskEnd};
 pub use shared::ReadStats;
+pub use task::{RELATED_TASK, TASK_CANCEL_TIMEOUT, task_of};

@@ -2,7 +2,10 @@
 //! bounds and the reconnect budget. Plain data with the defaults the
 //! runtime's documentation names.
 
-use std::time::Duration;
+use std::{
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
 
 use tokio_util::sync::CancellationToken;
 
@@ -63,6 +66,13 @@ pub struct ConnectOptions {
     /// them (on the wire, and inside `input_required` results); `None`
     /// (the default): not declared, and refused.
     pub elicitation: Option<Elicitation>,
+    /// Declare the Tasks extension (`io.modelcontextprotocol/tasks`,
+    /// SEP-2663) in every request's `_meta` under protocol 2026-07-28
+    /// (never under 2025-11-25, whose tasks are another thing): the server
+    /// may then answer a `tools/call` with a task, which
+    /// [`Connection::call_tool`](super::Connection::call_tool) follows to
+    /// its end. Off by default.
+    pub tasks: bool,
     /// Cancels the connect itself (the handshake); the connection is torn
     /// down before the connect returns.
     pub cancel: CancellationToken,
@@ -84,6 +94,7 @@ impl Default for ConnectOptions {
             client_version: env!("CARGO_PKG_VERSION").into(),
             reconnect: Reconnect::default(),
             elicitation: None,
+            tasks: false,
             cancel: CancellationToken::new(),
         }
     }
@@ -120,6 +131,29 @@ impl Default for Reconnect {
     }
 }
 
+/// Hears the id of the task a call runs as, as soon as the server answered
+/// with one (before the call ends): a caller that may be killed can keep it
+/// somewhere and read the task again later.
+#[derive(Clone)]
+pub struct OnTask(Arc<dyn Fn(&str) + Send + Sync>);
+
+impl OnTask {
+    /// Calls `tell` with the task's id.
+    pub fn new(tell: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(tell))
+    }
+
+    pub(crate) fn tell(&self, task_id: &str) {
+        (self.0)(task_id);
+    }
+}
+
+impl std::fmt::Debug for OnTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnTask(..)")
+    }
+}
+
 /// How long one call may take, and who may cancel it.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
@@ -132,6 +166,9 @@ pub struct CallOptions {
     pub idle_timeout: Option<Duration>,
     /// Cancels the call.
     pub cancel: Option<CancellationToken>,
+    /// Told the task's id when the call becomes a task (see
+    /// [`ConnectOptions::tasks`]).
+    pub on_task: Option<OnTask>,
 }
 
 impl CallOptions {
@@ -217,4 +254,22 @@ impl std::fmt::Debug for HttpOptions {
             .field("pool_idle_timeout", &self.pool_idle_timeout)
             .finish()
     }
+}
+
+/// The backoff before attempt `spent + 1`: `backoff * 2^spent`, capped at
+/// `max_backoff`, jittered down by up to half.
+pub(crate) fn backoff(policy: &Reconnect, spent: u32) -> Duration {
+    let full = policy
+        .backoff
+        .checked_mul(1u32.checked_shl(spent.min(16)).unwrap_or(u32::MAX))
+        .unwrap_or(policy.max_backoff)
+        .min(policy.max_backoff);
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |since| since.subsec_nanos());
+    // A cheap spread in [0, 1): the low bits of the clock, mixed.
+    let mixed = u64::from(nanos).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
+    #[allow(clippy::cast_precision_loss)]
+    let unit = mixed as f64 / (1u64 << 53) as f64;
+    full.mul_f64(1.0 - unit / 2.0)
 }

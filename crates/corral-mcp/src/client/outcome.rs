@@ -92,12 +92,71 @@ pub enum CallError {
     /// The server answered with a result of the wrong shape.
     #[error("the server's answer is not a valid result: {0}")]
     InvalidResult(String),
+    /// The call ran as a task (the Tasks extension, SEP-2663) that did not
+    /// complete: it failed, was cancelled, was given up by this client (a
+    /// `tasks/cancel` was sent), or cannot be found again. Never retried.
+    #[error("task {task_id} {end}: {reason}")]
+    Task {
+        /// The task's id (a bearer token of its owner: `corral mcp task
+        /// get` reads it again).
+        task_id: String,
+        /// How it ended for this client.
+        end: TaskEnd,
+        /// What the server or the client said.
+        reason: String,
+    },
 }
 
 impl CallError {
     /// Whether the server may have acted on the request.
     pub fn effects_unknown(&self) -> bool {
-        matches!(self, Self::OutcomeUnknown { .. })
+        match self {
+            Self::OutcomeUnknown { .. } => true,
+            Self::Task { end, .. } => *end != TaskEnd::Failed,
+            _ => false,
+        }
+    }
+
+    /// The id of the task the call ran as, if it became one.
+    pub fn task_id(&self) -> Option<&str> {
+        match self {
+            Self::Task { task_id, .. } => Some(task_id),
+            _ => None,
+        }
+    }
+}
+
+/// How a call that ran as a task ended without its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TaskEnd {
+    /// The server says it failed (`status: "failed"`, its error inlined).
+    Failed,
+    /// The server says it was cancelled (by a `tasks/cancel` or by the
+    /// server itself).
+    Cancelled,
+    /// This client stopped following it (cancelled, its deadline passed):
+    /// a `tasks/cancel` was sent, within a bound; what the run did before
+    /// is not undone.
+    GivenUp,
+    /// It cannot be found again: the server no longer knows it (expired,
+    /// restarted, another credential), or every poll failed.
+    Lost,
+    /// It still works (or waits for input): read once
+    /// ([`Connection::read_task`](super::Connection::read_task)), not
+    /// waited for.
+    Working,
+}
+
+impl fmt::Display for TaskEnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Failed => "failed",
+            Self::Cancelled => "was cancelled",
+            Self::GivenUp => "was given up",
+            Self::Lost => "cannot be found again",
+            Self::Working => "is still working",
+        })
     }
 }
 

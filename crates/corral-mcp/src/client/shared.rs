@@ -409,6 +409,91 @@ impl Core {
         self.wake_writer.notify_one();
     }
 
+    /// The frame of request `number`: `params` (an object, or none) with
+    /// the connection's `_meta` and, if `progress`, a `progressToken`.
+    fn encode(
+        &self,
+        number: i64,
+        method: &str,
+        params: Option<Value>,
+        progress: bool,
+    ) -> Result<Vec<u8>, CallError> {
+        let mut params = match params {
+            Some(Value::Object(map)) => map,
+            Some(other) => {
+                return Err(CallError::NotSent {
+                    reason: format!("the parameters must be a JSON object, not {other}"),
+                });
+            }
+            None => Map::new(),
+        };
+        let meta_extra = lock(&self.meta).clone();
+        if progress || meta_extra.is_some() {
+            let meta = params
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(meta) = meta {
+                if progress {
+                    meta.insert("progressToken".into(), json!(number));
+                }
+                for (key, value) in meta_extra.unwrap_or_default() {
+                    meta.entry(key).or_insert(value);
+                }
+            }
+        }
+        let mut frame = json!({"jsonrpc": "2.0", "id": number, "method": method});
+        if !params.is_empty() {
+            frame["params"] = Value::Object(params);
+        }
+        serde_json::to_vec(&frame).map_err(|error| CallError::NotSent {
+            reason: format!("cannot encode the request: {error}"),
+        })
+    }
+
+    /// Queues a request whose answer nobody waits for (the `tasks/cancel`
+    /// of a call dropped while it followed its task), without waiting:
+    /// synchronous, so a `Drop` can call it. Its answer is read and
+    /// dropped; the connection's end forgets it. False if it could not be
+    /// queued (the queue is full or closed, or too many requests wait).
+    pub(crate) fn request_detached(&self, method: &str, params: Value) -> bool {
+        let number = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = Id::Number(i128::from(number));
+        let Ok(line) = self.encode(number, method, Some(params), false) else {
+            return false;
+        };
+        let (reply, _nobody) = oneshot::channel();
+        {
+            let mut pending = lock(&self.pending);
+            if self.ended().is_some() || pending.len() >= self.max_in_flight {
+                return false;
+            }
+            pending.insert(
+                id.clone(),
+                Pending {
+                    reply,
+                    written: None,
+                    progress: None,
+                },
+            );
+        }
+        let sender = lock(&self.out).clone();
+        let queued = sender.is_some_and(|sender| {
+            sender
+                .try_send(Outbound {
+                    request: Some(id.clone()),
+                    answer: false,
+                    line,
+                })
+                .is_ok()
+        });
+        if queued {
+            self.wake_writer.notify_one();
+        } else {
+            lock(&self.pending).remove(&id);
+        }
+        queued
+    }
+
     /// Sends a request and waits for its answer within `options`.
     ///
     /// # Cancel safety
@@ -424,36 +509,7 @@ impl Core {
         let number = self.next_id.fetch_add(1, Ordering::Relaxed);
         let id = Id::Number(i128::from(number));
         let progress = options.idle_timeout.map(|_| Arc::new(Notify::new()));
-        let mut params = match params {
-            Some(Value::Object(map)) => map,
-            Some(other) => {
-                return Err(CallError::NotSent {
-                    reason: format!("the parameters must be a JSON object, not {other}"),
-                });
-            }
-            None => Map::new(),
-        };
-        let meta_extra = lock(&self.meta).clone();
-        if progress.is_some() || meta_extra.is_some() {
-            let meta = params
-                .entry("_meta")
-                .or_insert_with(|| Value::Object(Map::new()));
-            if let Value::Object(meta) = meta {
-                if progress.is_some() {
-                    meta.insert("progressToken".into(), json!(number));
-                }
-                for (key, value) in meta_extra.unwrap_or_default() {
-                    meta.entry(key).or_insert(value);
-                }
-            }
-        }
-        let mut frame = json!({"jsonrpc": "2.0", "id": number, "method": method});
-        if !params.is_empty() {
-            frame["params"] = Value::Object(params);
-        }
-        let line = serde_json::to_vec(&frame).map_err(|error| CallError::NotSent {
-            reason: format!("cannot encode the request: {error}"),
-        })?;
+        let line = self.encode(number, method, params, progress.is_some())?;
 
         let (reply, mut answer) = oneshot::channel();
         {

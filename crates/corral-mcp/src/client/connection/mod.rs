@@ -28,20 +28,22 @@ mod teardown;
 
 use std::sync::Arc;
 
-use rmcp::model::{CallToolResult, ListToolsResult, Tool};
+use rmcp::model::{CallToolResult, GetTaskResult, ListToolsResult, Tool};
 use serde_json::{Map, Value, json};
 use tokio::{
     io::{AsyncRead, AsyncWrite},
     sync::watch,
+    time::Instant,
 };
 
 use super::{
     elicitation::{Elicitation, input_responses},
     handshake::PeerInfo,
     headers::annotations,
-    options::{CallOptions, ConnectOptions, HttpOptions},
+    options::{CallOptions, ConnectOptions, HttpOptions, Reconnect},
     outcome::{CallError, ConnectError, Ended},
     shared::{Core, ReadStats, lock},
+    task::{Follow, Step, created, state},
 };
 use crate::message::Id;
 
@@ -60,7 +62,16 @@ pub struct Connection {
     pid: Option<i32>,
     closer: Closer,
     done: watch::Receiver<Option<Arc<Teardown>>>,
+    /// The budget of polls in a row without an answer, for a call that
+    /// follows a task.
+    reconnect: Reconnect,
     _guard: CloseOnDrop,
+}
+
+/// What a `tools/call` was answered with.
+pub(crate) enum Called {
+    Done(CallToolResult),
+    Task(Follow),
 }
 
 impl Connection {
@@ -211,18 +222,62 @@ impl Connection {
     /// future after the request was written gives
     /// [`CallError::OutcomeUnknown`], and what the server did is not undone.
     ///
+    /// With [`ConnectOptions::tasks`], a server may answer with a task
+    /// (2026-07-28, SEP-2663): the call then polls `tasks/get` at the
+    /// server's `pollIntervalMs`, within the same deadlines (the idle one is
+    /// reset when the task's status message changes), until the task
+    /// completes (its result comes back, naming the task in its `_meta`:
+    /// [`task_of`](super::task_of)), fails, or is cancelled
+    /// ([`CallError::Task`]). A poll that gets no answer is asked again after
+    /// a backoff, up to [`Reconnect::attempts`] in a row; the call is never
+    /// sent again. [`CallOptions::on_task`] hears the task's id as soon as it
+    /// is known.
+    ///
     /// # Errors
     /// As [`Connection::request`], and [`CallError::InvalidResult`];
-    /// [`CallError::NotSent`] for a tool rejected for its annotations.
+    /// [`CallError::NotSent`] for a tool rejected for its annotations;
+    /// [`CallError::Task`] for a task that did not complete.
     ///
     /// # Cancel safety
-    /// As [`Connection::request`].
+    /// As [`Connection::request`]. While the call follows a task, a
+    /// cancellation or a deadline sends `tasks/cancel` (awaited within
+    /// [`TASK_CANCEL_TIMEOUT`](super::TASK_CANCEL_TIMEOUT)), and dropping the
+    /// future queues one without waiting: the server ends the run.
     pub async fn call_tool(
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
         options: &CallOptions,
     ) -> Result<CallToolResult, CallError> {
+        let mut follow = match self.start_call(name, arguments, options).await? {
+            Called::Done(result) => return Ok(result),
+            Called::Task(follow) => follow,
+        };
+        loop {
+            match follow.step().await {
+                Step::Done(done) => return done,
+                Step::Lost(why) => {
+                    if let Some(ended) = self.ended() {
+                        return Err(follow.lost(format!(
+                            "a poll got no answer ({why}) and the connection ended ({ended}); \
+                             a Manager reconnects and resumes, a lone connection cannot"
+                        )));
+                    }
+                    follow.after_lost(&why).await?;
+                }
+            }
+        }
+    }
+
+    /// Sends a `tools/call` (and its `input_required` rounds): the result,
+    /// or the task to follow.
+    pub(crate) async fn start_call(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+        options: &CallOptions,
+    ) -> Result<Called, CallError> {
+        let started = Instant::now();
         if let Some(why) = lock(&self.core.tools).rejected.get(name) {
             return Err(CallError::NotSent {
                 reason: format!("the tool {name:?} was rejected when the tools were listed: {why}"),
@@ -234,9 +289,13 @@ impl Connection {
         }
         let mut rounds = 0;
         let result = loop {
+            let mut round = options.clone();
+            round.timeout = options
+                .timeout
+                .map(|limit| limit.saturating_sub(started.elapsed()));
             let result = self
                 .core
-                .request("tools/call", Some(params.clone()), options)
+                .request("tools/call", Some(params.clone()), &round)
                 .await?;
             if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
                 break result;
@@ -250,7 +309,72 @@ impl Connection {
             params = retried(&params, &result, lock(&self.core.elicitation).as_ref())
                 .map_err(CallError::InvalidResult)?;
         };
-        serde_json::from_value(result).map_err(|error| CallError::InvalidResult(error.to_string()))
+        if let Some(task) = created(&result)? {
+            let follow = Follow::new(&self.core, task, options, started, self.reconnect);
+            if let Some(tell) = &options.on_task {
+                tell.tell(&follow.task_id);
+            }
+            return Ok(Called::Task(follow));
+        }
+        serde_json::from_value(result)
+            .map(Called::Done)
+            .map_err(|error| CallError::InvalidResult(error.to_string()))
+    }
+
+    /// Reads task `task_id` once (`tasks/get`, the Tasks extension): its
+    /// status and, once it completed, its result. Only the credentials that
+    /// created a task can read it; any other is told it is unknown.
+    ///
+    /// # Errors
+    /// As [`Connection::request`]; an unknown task is the server's
+    /// [`CallError::Rpc`].
+    pub async fn get_task(
+        &self,
+        task_id: &str,
+        options: &CallOptions,
+    ) -> Result<GetTaskResult, CallError> {
+        let params = json!({"taskId": task_id});
+        let answer = self
+            .core
+            .request("tasks/get", Some(params), options)
+            .await?;
+        serde_json::from_value(answer).map_err(|error| CallError::InvalidResult(error.to_string()))
+    }
+
+    /// Reads task `task_id` once, as the call it ran would have ended: its
+    /// result once it completed (naming the task in its `_meta`), else
+    /// [`CallError::Task`] saying how it ended, or that it is still working
+    /// ([`TaskEnd::Working`](super::TaskEnd::Working)). For a caller that
+    /// detached from a call and comes back (a new process, with the same
+    /// credentials).
+    ///
+    /// # Errors
+    /// As [`Connection::get_task`], and [`CallError::Task`].
+    pub async fn read_task(
+        &self,
+        task_id: &str,
+        options: &CallOptions,
+    ) -> Result<CallToolResult, CallError> {
+        state(self.get_task(task_id, options).await?)
+    }
+
+    /// Asks the server to cancel task `task_id` (`tasks/cancel`): corral's
+    /// server ends the run's whole tree, and the task then ends
+    /// `cancelled`. A task already over stays as it ended.
+    ///
+    /// # Errors
+    /// As [`Connection::get_task`].
+    pub async fn cancel_task(&self, task_id: &str, options: &CallOptions) -> Result<(), CallError> {
+        let params = json!({"taskId": task_id});
+        self.core
+            .request("tasks/cancel", Some(params), options)
+            .await
+            .map(|_| ())
+    }
+
+    /// Follows a task on this connection from now on (the manager's resume).
+    pub(crate) fn adopt_follow(&self, follow: &mut Follow) {
+        follow.on(&self.core);
     }
 
     /// Lists the server's tools (every page, each under `options`).

@@ -122,6 +122,7 @@ pub(crate) async fn open(
     let closer = Closer::default();
     let closing = closer.clone();
     let tasks = owner.tasks.clone();
+    let reconnect = options.reconnect;
     tasks::spawn_releasing(&tasks, move |alive| {
         supervise(launch, options, owner, closing, reply, done_tx, alive)
     });
@@ -132,6 +133,7 @@ pub(crate) async fn open(
             pid: connected.pid,
             closer,
             done,
+            reconnect,
             _guard: connected.guard,
         }),
         Ok(Err(error)) => Err(error),

@@ -68,7 +68,7 @@ fn every_request_says_its_method_and_the_version_of_its_meta() {
 }
 
 #[test]
-fn names_come_from_name_or_uri() {
+fn names_come_from_name_uri_or_task_id() {
     let none = ToolParams::new();
     let call = json!({"method": "tools/call", "params": {"name": "my-hyphenated-tool"}});
     assert_eq!(
@@ -85,6 +85,14 @@ fn names_come_from_name_or_uri() {
         get(&mirror(&read, None, &none), "mcp-name"),
         Some("file:///a%20b.txt")
     );
+    for method in ["tasks/get", "tasks/cancel", "tasks/update"] {
+        let task = json!({"method": method, "params": {"taskId": "task-00ff"}});
+        assert_eq!(
+            get(&mirror(&task, None, &none), "mcp-name"),
+            Some("task-00ff"),
+            "{method}"
+        );
+    }
 }
 
 #[test]

@@ -26,15 +26,16 @@ use tokio::{sync::OwnedMutexGuard, time::Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    connection::{Connection, Launch, OnEnd, Owner, Teardown, open},
+    connection::{Called, Connection, Launch, OnEnd, Owner, Teardown, open},
     options::{CallOptions, ConnectOptions, HttpOptions},
     outcome::{CallError, ConnectError, Ended},
     shared::lock,
+    task::Step,
 };
 use crate::tasks::TaskCount;
 
 #[cfg(test)]
-use reconnect::backoff;
+use super::options::backoff;
 
 /// How to reach a server again (what the manager keeps to reconnect).
 #[derive(Debug, Clone)]
@@ -248,13 +249,22 @@ impl Manager {
     /// Calls a tool on `name`, reconnecting first if its server crashed
     /// (within the budget). Never retries the call itself.
     ///
+    /// A call that runs as a task ([`ConnectOptions::tasks`]) survives a
+    /// lost connection: a poll that gets no answer is asked again after a
+    /// backoff, on the live connection of `name` (reconnected first if it
+    /// ended, within the budget), up to [`Reconnect::attempts`](super::Reconnect::attempts)
+    /// polls in a row, so the call ends with the run's real outcome. It ends
+    /// [`CallError::Task`] with [`TaskEnd::Lost`](super::TaskEnd::Lost) only
+    /// when the task cannot be found again, saying why.
+    ///
     /// # Errors
     /// [`CallError`]; a connection that cannot be had is
     /// [`CallError::NotSent`] with the reason.
     ///
     /// # Cancel safety
     /// As [`Connection::call_tool`]; dropping it during a reconnect leaves
-    /// the reconnect to the next caller.
+    /// the reconnect to the next caller (and queues the `tasks/cancel` of a
+    /// task it followed on the connection it last used).
     pub async fn call_tool(
         &self,
         name: &str,
@@ -265,7 +275,26 @@ impl Manager {
         let connection = self.live(name).await.map_err(|error| CallError::NotSent {
             reason: error.to_string(),
         })?;
-        connection.call_tool(tool, arguments, options).await
+        let mut follow = match connection.start_call(tool, arguments, options).await? {
+            Called::Done(result) => return Ok(result),
+            Called::Task(follow) => follow,
+        };
+        loop {
+            let why = match follow.step().await {
+                Step::Done(done) => return done,
+                Step::Lost(why) => why,
+            };
+            follow.after_lost(&why).await?;
+            match self.live(name).await {
+                Ok(connection) => connection.adopt_follow(&mut follow),
+                Err(error) => {
+                    return Err(follow.lost(format!(
+                        "a poll got no answer ({why}), and no connection to {name:?} could be \
+                         had again: {error}"
+                    )));
+                }
+            }
+        }
     }
 
     /// Lists the tools of `name` (reconnecting as [`Manager::call_tool`]).

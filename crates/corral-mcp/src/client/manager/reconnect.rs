@@ -13,17 +13,14 @@
 //! sequence stops at once when the manager shuts down or the slot is
 //! replaced.
 
-use std::{
-    sync::Arc,
-    time::{Duration, SystemTime},
-};
+use std::sync::Arc;
 
 use tokio::time::sleep;
 
 use super::{Manager, Server, State};
 use crate::client::{
     connection::Connection,
-    options::{ConnectOptions, Reconnect},
+    options::{ConnectOptions, backoff},
     outcome::{ConnectError, Ended},
     shared::lock,
 };
@@ -208,22 +205,4 @@ impl Manager {
         }
         Err(failed)
     }
-}
-
-/// The backoff before attempt `spent + 1`: `backoff * 2^spent`, capped at
-/// `max_backoff`, jittered down by up to half.
-pub(crate) fn backoff(policy: &Reconnect, spent: u32) -> Duration {
-    let full = policy
-        .backoff
-        .checked_mul(1u32.checked_shl(spent.min(16)).unwrap_or(u32::MAX))
-        .unwrap_or(policy.max_backoff)
-        .min(policy.max_backoff);
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |since| since.subsec_nanos());
-    // A cheap spread in [0, 1): the low bits of the clock, mixed.
-    let mixed = u64::from(nanos).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
-    #[allow(clippy::cast_precision_loss)]
-    let unit = mixed as f64 / (1u64 << 53) as f64;
-    full.mul_f64(1.0 - unit / 2.0)
 }
