@@ -121,6 +121,11 @@ pub enum McpCommand {
     /// and end all of that tree.
     #[command(override_usage = "corral mcp list [OPTIONS] -- SERVER_COMMAND...")]
     List(ListArgs),
+    /// Read or cancel a task a call ran as (`corral mcp call --task`), from
+    /// a new process with the same credentials: for scripts that detach and
+    /// come back.
+    #[command(subcommand)]
+    Task(TaskCommand),
     /// Be an MCP server (stdio, or streamable HTTP with --http) whose tools
     /// run commands as owned process trees: run, list_runs, read_run,
     /// wait_run, kill_run.
@@ -130,6 +135,70 @@ pub enum McpCommand {
     /// behind `corral mcp wrap`, and take them back out.
     #[command(subcommand)]
     Guard(GuardCommand),
+}
+
+/// `corral mcp task ...`.
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Read task ID once (`tasks/get`): print its result if it completed
+    /// (exit as `corral mcp call` would have); 124 while it still works,
+    /// or if it was cancelled.
+    #[command(override_usage = "corral mcp task get [OPTIONS] --url URL ID")]
+    #[command(after_help = task_after_help())]
+    Get(TaskArgs),
+    /// Ask the server to cancel task ID (`tasks/cancel`): corral's server
+    /// ends the run's whole tree. Exit 0 once the server acknowledged it.
+    #[command(override_usage = "corral mcp task cancel [OPTIONS] --url URL ID")]
+    #[command(after_help = task_after_help())]
+    Cancel(TaskArgs),
+}
+
+/// `corral mcp task get|cancel ID`.
+#[derive(Debug, Args)]
+pub struct TaskArgs {
+    /// The task's id, as `corral mcp call --task` printed it.
+    #[arg(value_name = "ID", value_parser = parse_task_id)]
+    pub id: String,
+
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// Checks a task id: what a server gives (`task-` and 32 hex digits for
+/// corral's) is printable ASCII without spaces; anything else is a mistake
+/// of the caller's, said with the fix.
+fn parse_task_id(input: &str) -> Result<String, String> {
+    const FIX: &str = "give the id `corral mcp call --task` printed (on standard error, and \
+                       as task_id in its --json envelope), e.g. task-0123456789abcdef0123456789abcdef";
+    if input.is_empty() {
+        return Err(format!("ID is empty; {FIX}"));
+    }
+    if input.len() > 256 {
+        return Err(format!(
+            "ID has {} bytes, more than 256; {FIX}",
+            input.len()
+        ));
+    }
+    if !input.bytes().all(|byte| byte.is_ascii_graphic()) {
+        return Err(format!(
+            "{input:?} is not a task id: it has spaces or characters outside printable ASCII; {FIX}"
+        ));
+    }
+    Ok(input.to_owned())
+}
+
+fn task_after_help() -> String {
+    format!(
+        "{}\n\
+         A task belongs to the credentials that created it: give the same --url and\n\
+         --header as the call (another token is told the task is unknown). With\n\
+         --json, the envelope of `corral mcp call` with task_id and task_status.\n\
+         \n\
+         Examples:\n  \
+           corral mcp task get --url http://127.0.0.1:8080/mcp --header \"Authorization: Bearer $T\" task-...\n  \
+           corral mcp task cancel --url http://127.0.0.1:8080/mcp --header \"Authorization: Bearer $T\" task-...",
+        exit::CALL.help()
+    )
 }
 
 /// `corral mcp guard ...`.
@@ -507,6 +576,14 @@ pub struct CallArgs {
     #[arg(value_name = "ARGS_JSON", value_parser = parse_object)]
     pub arguments: Option<serde_json::Map<String, serde_json::Value>>,
 
+    /// Declare the Tasks extension (2026-07-28): a server may answer a long
+    /// call with a task, which corral polls to its end. Its id is said on
+    /// standard error at once (and is task_id in the --json envelope): if
+    /// corral is killed, `corral mcp task get ID` reads the result later. A
+    /// signal or --timeout cancels the task (`tasks/cancel`).
+    #[arg(long)]
+    pub task: bool,
+
     #[command(flatten)]
     pub client: ClientArgs,
 }
@@ -701,7 +778,8 @@ fn call_after_help() -> String {
            {{\"version\": 1, \"outcome\": \"ok\" | \"tool_error\" | \"error\" | \"unknown\" | \"not_sent\",\n   \
             \"exit_status\": N, \"request_id\": ID or null, \"result\": the CallToolResult or null,\n   \
             \"error\": {{\"message\", \"code\", \"data\"}} or null, \"cleanup\": the tree's cleanup,\n   \
-            \"read\": what was read from the server, dropped and answered}}\n\
+            \"read\": what was read from the server, dropped and answered,\n   \
+            \"task_id\", \"task_status\": with --task, once the call became a task}}\n\
          \n\
          Signals: SIGINT, SIGTERM or SIGHUP cancel the connect or the call and end the\n\
          server's tree: 124 if the request had been written, else 125. The server's\n\

@@ -73,6 +73,9 @@ fn main() -> ExitCode {
             command: McpCommand::Serve(args),
         } => mcp::serve(args, parent),
         Command::Mcp {
+            command: McpCommand::Task(command),
+        } => mcp::task(command, parent),
+        Command::Mcp {
             command: McpCommand::Guard(command),
         } => mcp::guard(command),
         Command::Capabilities { json } => capabilities::main(json),

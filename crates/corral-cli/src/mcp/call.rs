@@ -1,9 +1,9 @@
-//! `corral mcp call` and `corral mcp list`: one request to an MCP server run
+//! `corral mcp call`, `corral mcp list` and `corral mcp task`: one request to an MCP server run
 //! as an owned tree ([`session`](super::session)), printed
 //! ([`output`](super::output)), with the kit's start-up and exit status.
 
 use crate::{
-    cli::{CallArgs, ClientArgs, ListArgs},
+    cli::{CallArgs, ClientArgs, ListArgs, TaskCommand},
     kit::{exit::Status, sink::ReportArgs, startup},
     mcp::{
         output,
@@ -21,6 +21,27 @@ pub fn call(args: CallArgs, parent: i32) -> anyhow::Result<Status> {
     let request = Request::Call {
         tool: args.tool,
         arguments: args.arguments,
+        task: args.task,
+    };
+    one(&args.client, parent, request, &what, output::call_text)
+}
+
+/// Reads or cancels a task.
+///
+/// # Errors
+/// As [`call`].
+pub fn task(command: TaskCommand, parent: i32) -> anyhow::Result<Status> {
+    let (args, request, what) = match command {
+        TaskCommand::Get(args) => {
+            let what = "tasks/get".to_owned();
+            let request = Request::TaskGet(args.id.clone());
+            (args, request, what)
+        }
+        TaskCommand::Cancel(args) => {
+            let what = "tasks/cancel".to_owned();
+            let request = Request::TaskCancel(args.id.clone());
+            (args, request, what)
+        }
     };
     one(&args.client, parent, request, &what, output::call_text)
 }

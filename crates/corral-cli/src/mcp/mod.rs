@@ -2,8 +2,8 @@
 //! library relays, and what it did ([`corral_mcp::WrapExit`]) becomes the
 //! exit status and the report, with the kit.
 //!
-//! `corral mcp call` and `corral mcp list` (the client side) live in
-//! `call`: `session` connects, runs one request under the signals and
+//! `corral mcp call`, `corral mcp list` and `corral mcp task get|cancel`
+//! (the client side) live in `call`: `session` connects, runs one request under the signals and
 //! always tears the server's tree down; `output` prints the answer or the
 //! JSON envelope.
 //!
@@ -19,7 +19,7 @@ mod report;
 mod serve;
 mod session;
 
-pub use call::{call, list};
+pub use call::{call, list, task};
 pub use guard::guard;
 pub use serve::serve;
 

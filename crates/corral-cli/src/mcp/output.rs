@@ -56,6 +56,14 @@ pub struct Envelope {
     /// counters of `corral_mcp::client::ReadStats`), once it connected.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub read: Option<ReadStats>,
+    /// The task the call ran as (`--task`), or the one `corral mcp task`
+    /// read or cancelled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    /// How that task stands: `completed`, `failed`, `cancelled`, `working`,
+    /// `given_up` (corral sent `tasks/cancel`) or `lost`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_status: Option<&'static str>,
 }
 
 /// The `error` of the envelope.
@@ -96,6 +104,7 @@ pub fn finish(
         .and_then(|id| serde_json::to_value(id).ok());
     let cleanup = cleanup(&done, url.is_some(), final_bound);
     let read = done.teardown.as_ref().map(|teardown| teardown.stats);
+    let (task_id, task_status) = (done.task_id.clone(), done.task_status);
     if let Some(read) = read
         && read.answers_dropped > 0
     {
@@ -136,6 +145,8 @@ pub fn finish(
             error,
             cleanup,
             read,
+            task_id,
+            task_status,
         };
         let json = serde_json::to_string_pretty(&envelope).unwrap_or_default();
         printable_json(&json).into_owned()

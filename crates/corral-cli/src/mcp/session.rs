@@ -14,7 +14,7 @@ use std::{future::Future, sync::Arc, time::Duration};
 use corral::{Signal, host::SignalWatch};
 use corral_mcp::client::{
     CallError, CallOptions, ConnectError, ConnectOptions, Connection, DEFAULT_DISCOVER_TIMEOUT,
-    Elicitation, HttpOptions, RequestId, Teardown,
+    Elicitation, HttpOptions, OnTask, RELATED_TASK, RequestId, TaskEnd, Teardown,
 };
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
@@ -36,9 +36,35 @@ pub enum Request {
         tool: String,
         /// Its arguments.
         arguments: Option<Map<String, Value>>,
+        /// Declare the Tasks extension, and follow a task to its end.
+        task: bool,
     },
     /// `tools/list`, every page: answered as `{"tools": [...]}`.
     List,
+    /// `tasks/get` of this task, once: answered with its result once it
+    /// completed.
+    TaskGet(String),
+    /// `tasks/cancel` of this task: answered with `{}`.
+    TaskCancel(String),
+}
+
+impl Request {
+    /// Whether the connection declares the Tasks extension.
+    fn declares_tasks(&self) -> bool {
+        match self {
+            Self::Call { task, .. } => *task,
+            Self::List => false,
+            Self::TaskGet(_) | Self::TaskCancel(_) => true,
+        }
+    }
+
+    /// The task this request reads or cancels, if any.
+    fn task_id(&self) -> Option<&str> {
+        match self {
+            Self::TaskGet(id) | Self::TaskCancel(id) => Some(id),
+            _ => None,
+        }
+    }
 }
 
 /// Why a session has no answer.
@@ -66,6 +92,12 @@ pub struct Done {
     pub teardown: Option<Arc<Teardown>>,
     /// The signal that cancelled the session, if one did.
     pub received: Option<Signal>,
+    /// The task the call ran as (or the task read or cancelled), if any.
+    pub task_id: Option<String>,
+    /// How that task stands for this client: `completed`, `failed`,
+    /// `cancelled`, `working`, `given_up` (corral sent `tasks/cancel`) or
+    /// `lost` (it cannot be found again).
+    pub task_status: Option<&'static str>,
 }
 
 impl Done {
@@ -76,6 +108,10 @@ impl Done {
             Ok(_) => CallOutcome::Ok,
             Err(Failure::Setup(_) | Failure::Connect(_)) => CallOutcome::NotSent,
             Err(Failure::Call(CallError::NotSent { .. })) => CallOutcome::NotSent,
+            Err(Failure::Call(CallError::Task {
+                end: TaskEnd::Failed,
+                ..
+            })) => CallOutcome::Error,
             Err(Failure::Call(CallError::Rpc { .. } | CallError::InvalidResult(_))) => {
                 CallOutcome::Error
             }
@@ -93,6 +129,8 @@ pub async fn run(args: &ClientArgs, parent: i32, request: Request) -> Done {
         request_id: None,
         teardown: None,
         received: None,
+        task_id: None,
+        task_status: None,
     };
     let watch = match signals::install(&signals::CLIENT, parent) {
         Ok(Watch::Armed(watch)) => watch,
@@ -113,13 +151,13 @@ pub async fn run(args: &ClientArgs, parent: i32, request: Request) -> Done {
     let connected = match target {
         ServerTarget::Stdio(command) => {
             let command = server_command(&command, &args.tree);
-            let options = connect_options(args, guard.cancel.clone());
+            let options = connect_options(args, guard.cancel.clone(), request.declares_tasks());
             guard.run(Connection::spawn(command, options)).await
         }
         ServerTarget::Http { url, headers } => {
             let mut http = HttpOptions::default();
             http.headers = headers;
-            let options = connect_options(args, guard.cancel.clone());
+            let options = connect_options(args, guard.cancel.clone(), request.declares_tasks());
             guard.run(Connection::http(&url, http, options)).await
         }
     };
@@ -131,6 +169,8 @@ pub async fn run(args: &ClientArgs, parent: i32, request: Request) -> Done {
                 request_id: None,
                 teardown: None,
                 received: guard.received,
+                task_id: None,
+                task_status: None,
             };
         }
     };
@@ -138,7 +178,17 @@ pub async fn run(args: &ClientArgs, parent: i32, request: Request) -> Done {
         pid = connection.server_pid(),
         "connected; sending the request"
     );
-    let options = call_options(args.timeout, guard.cancel.clone());
+    let mut options = call_options(args.timeout, guard.cancel.clone());
+    if let Request::Call { tool, .. } = &request {
+        let tool = tool.clone();
+        options.on_task = Some(OnTask::new(move |id| {
+            say!(
+                "tool {tool} runs as task {id}; if corral is stopped, read it later with \
+                 `corral mcp task get {id}` (same --url and --header)"
+            );
+        }));
+    }
+    let asked = request.task_id().map(str::to_owned);
     let answer = guard
         .run(send(&connection, request, &options, over_http))
         .await;
@@ -146,6 +196,7 @@ pub async fn run(args: &ClientArgs, parent: i32, request: Request) -> Done {
         Err(CallError::NotSent { .. }) => None,
         _ => connection.last_request_id(),
     };
+    let (task_id, task_status) = task_of(&answer, asked);
     // Whatever the answer, the tree goes before corral does.
     let teardown = connection.close().await;
     Done {
@@ -153,6 +204,33 @@ pub async fn run(args: &ClientArgs, parent: i32, request: Request) -> Done {
         request_id,
         teardown,
         received: guard.received,
+        task_id,
+        task_status,
+    }
+}
+
+/// The task an answer came from (or the one asked about), and how it stands.
+fn task_of(
+    answer: &Result<Value, CallError>,
+    asked: Option<String>,
+) -> (Option<String>, Option<&'static str>) {
+    match answer {
+        Ok(value) => {
+            let ran = value["_meta"][RELATED_TASK]["taskId"].as_str();
+            let status = ran.is_some().then_some("completed");
+            (ran.map(str::to_owned).or(asked), status)
+        }
+        Err(CallError::Task { task_id, end, .. }) => {
+            let status = match end {
+                TaskEnd::Failed => "failed",
+                TaskEnd::Cancelled => "cancelled",
+                TaskEnd::Working => "working",
+                TaskEnd::GivenUp => "given_up",
+                _ => "lost",
+            };
+            (Some(task_id.clone()), Some(status))
+        }
+        Err(_) => (asked, None),
     }
 }
 
@@ -168,7 +246,9 @@ async fn send(
 ) -> Result<Value, CallError> {
     let invalid = |error: serde_json::Error| CallError::InvalidResult(error.to_string());
     match request {
-        Request::Call { tool, arguments } => {
+        Request::Call {
+            tool, arguments, ..
+        } => {
             if over_http {
                 match connection.list_tools(options).await {
                     Ok(_) => {}
@@ -186,6 +266,14 @@ async fn send(
             }
             let result = connection.call_tool(&tool, arguments, options).await?;
             serde_json::to_value(result).map_err(invalid)
+        }
+        Request::TaskGet(id) => {
+            let result = connection.read_task(&id, options).await?;
+            serde_json::to_value(result).map_err(invalid)
+        }
+        Request::TaskCancel(id) => {
+            connection.cancel_task(&id, options).await?;
+            Ok(json!({}))
         }
         Request::List => {
             let tools = connection.list_tools(options).await?;
@@ -209,8 +297,9 @@ fn server_command(command: &[std::ffi::OsString], tree: &ServerTreeArgs) -> corr
     command
 }
 
-fn connect_options(args: &ClientArgs, cancel: CancellationToken) -> ConnectOptions {
+fn connect_options(args: &ClientArgs, cancel: CancellationToken, tasks: bool) -> ConnectOptions {
     let mut options = ConnectOptions::default();
+    options.tasks = tasks;
     if let Some(limit) = args.connect_timeout {
         // The limit bounds the whole handshake; the discovery probe gets a
         // quarter of it, so a server silent on it is still reached through
