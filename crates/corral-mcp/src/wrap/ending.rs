@@ -11,6 +11,18 @@ use serde::Serialize;
 use super::relay::RelayStats;
 
 /// What ended the relay.
+///
+/// ```
+/// use corral_mcp::Ending;
+///
+/// // The server's side ended it: its requests in flight get the relay's
+/// // own error answer.
+/// assert!(Ending::ServerExited.by_server());
+/// assert!(!Ending::ClientClosed.by_server());
+/// // The report names it in snake_case.
+/// assert_eq!(serde_json::to_value(Ending::ClientGone)?, "client_gone");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Ending {
@@ -40,6 +52,29 @@ impl Ending {
 }
 
 /// What a relay did, start to end: returned by [`wrap`](crate::wrap).
+///
+/// A host reads it to say what happened (`corral mcp wrap` turns it into an
+/// exit status and a JSON report):
+///
+/// ```
+/// use corral_mcp::WrapExit;
+///
+/// fn summary(exit: &WrapExit) -> String {
+///     let relay = &exit.relay;
+///     format!(
+///         "{:?} after {:?} (shutdown {:?}): server pid {}, {} frames in, {} out, \
+///          {} requests answered by the relay, {} processes survived",
+///         exit.ending,
+///         exit.durations.total,
+///         exit.durations.shutdown,
+///         exit.server.pid,
+///         relay.client_to_server.frames,
+///         relay.server_to_client.frames,
+///         relay.in_flight_answered,
+///         exit.finished.report.survivors.len(),
+///     )
+/// }
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct WrapExit {
@@ -57,7 +92,20 @@ pub struct WrapExit {
     pub durations: Durations,
 }
 
-/// Who the server's leader was.
+/// Who the server's leader was: its pid with its start time, which together
+/// name one process even after the pid is reused.
+///
+/// ```
+/// use corral_mcp::Leader;
+///
+/// let leader = Leader { pid: 4242, start_time: 1_000 };
+/// // The report names both.
+/// assert_eq!(
+///     serde_json::to_value(leader)?,
+///     serde_json::json!({"pid": 4242, "start_time": 1000}),
+/// );
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Leader {
     /// Its pid.
@@ -67,6 +115,21 @@ pub struct Leader {
 }
 
 /// How long the parts of a relay took.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use corral_mcp::Durations;
+///
+/// let durations = Durations {
+///     relay: Duration::from_secs(30),
+///     shutdown: Duration::from_millis(40),
+///     ..Durations::default()
+/// };
+/// // The shutdown is the part after the relay's end.
+/// assert!(durations.shutdown < durations.relay);
+/// assert_eq!(durations.cleanup, Duration::ZERO);
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Durations {
     /// From the spawn until the relay's end was detected.
@@ -83,7 +146,11 @@ pub struct Durations {
 
 /// The message of the relay's error response to a request the server will
 /// never answer.
-pub(crate) fn unanswered_message(ending: Ending, received: Option<Signal>, outcome: Outcome) -> String {
+pub(crate) fn unanswered_message(
+    ending: Ending,
+    received: Option<Signal>,
+    outcome: Outcome,
+) -> String {
     match ending {
         _ if ending.by_server() => match outcome {
             Outcome::Exited { code } => {

@@ -5,6 +5,21 @@ use std::io;
 /// found / not executable, 125 for everything else). Starting the server of
 /// an rmcp [`CorralProcess`](crate::client::rmcp::CorralProcess) fails with
 /// the same `Spawn` and `Setup`.
+///
+/// ```
+/// use corral_mcp::{WrapError, WrapOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let no_command = WrapOptions::new(Vec::<String>::new());
+/// let signals = corral::host::SignalWatch::default();
+/// let result = corral_mcp::wrap_with(no_command, signals, tokio::io::empty(), tokio::io::sink()).await;
+/// let Err(error) = result else { panic!("a relay without a server") };
+/// assert!(matches!(error, WrapError::NoCommand));
+/// // The message says what to change.
+/// assert!(error.to_string().contains("put it after `--`"));
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WrapError {

@@ -72,6 +72,22 @@ pub async fn wrap(options: WrapOptions, signals: SignalWatch) -> Result<WrapExit
 /// Like [`wrap`], with the client on `input` and `output` instead of this
 /// process's standard streams.
 ///
+/// ```no_run
+/// use corral_mcp::WrapOptions;
+/// use tokio::net::UnixListener;
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// // A client that connects over a socket instead of our stdio.
+/// let (client, _) = UnixListener::bind("/run/user/1000/mcp.sock")?.accept().await?;
+/// let (input, output) = client.into_split();
+/// let options = WrapOptions::new(["npx", "-y", "@modelcontextprotocol/server-everything"]);
+/// let signals = corral::host::SignalWatch::default();
+/// let exit = corral_mcp::wrap_with(options, signals, input, output).await?;
+/// assert!(exit.finished.report.survivors.is_empty());
+/// # Ok(())
+/// # }
+/// ```
+///
 /// # Errors
 /// As [`wrap`].
 pub async fn wrap_with<I, O>(

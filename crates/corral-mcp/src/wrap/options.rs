@@ -16,6 +16,19 @@ pub const DEFAULT_KILL_AFTER: Duration = Duration::from_secs(2);
 pub const DEFAULT_FINAL_BOUND: Duration = Duration::from_secs(1);
 
 /// Options of [`wrap`](crate::wrap); start from [`WrapOptions::new`].
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use corral_mcp::{DEFAULT_CLOSE_GRACE, WrapOptions};
+///
+/// let mut options = WrapOptions::new(["uvx", "mcp-server-fetch"]);
+/// assert_eq!(options.command, ["uvx", "mcp-server-fetch"]);
+/// assert_eq!(options.close_grace, DEFAULT_CLOSE_GRACE);
+/// // A server that needs longer to save its state on the way out.
+/// options.close_grace = Duration::from_secs(10);
+/// options.limits = corral::Limits::new().max_memory(1 << 30);
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct WrapOptions {

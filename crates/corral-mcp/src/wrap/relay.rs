@@ -30,7 +30,15 @@ use crate::{
 /// `ConnectionClosed`, in the range JSON-RPC leaves to implementations.
 pub const SERVER_GONE_CODE: i32 = -32000;
 
-/// Frames relayed in one direction.
+/// Frames relayed in one direction: [`RelayStats`] holds one each way.
+///
+/// ```
+/// use corral_mcp::DirectionStats;
+///
+/// let stats = DirectionStats { frames: 3, bytes: 120, dropped: 1 };
+/// let frames_read = stats.frames + stats.dropped;
+/// assert_eq!(frames_read, 4);
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct DirectionStats {
     /// Frames forwarded.
@@ -41,7 +49,25 @@ pub struct DirectionStats {
     pub dropped: u64,
 }
 
-/// What the relay did.
+/// What the relay did: [`WrapExit::relay`](crate::WrapExit::relay).
+///
+/// ```
+/// use corral_mcp::RelayStats;
+///
+/// // What a host may want to warn about after a relay.
+/// fn warnings(stats: &RelayStats) -> Vec<String> {
+///     let mut warnings = Vec::new();
+///     let dropped = stats.client_to_server.dropped + stats.server_to_client.dropped;
+///     if dropped > 0 {
+///         warnings.push(format!("{dropped} malformed frames dropped"));
+///     }
+///     if stats.in_flight_answered > 0 {
+///         warnings.push(format!("{} requests answered by the relay", stats.in_flight_answered));
+///     }
+///     warnings
+/// }
+/// assert!(warnings(&RelayStats::default()).is_empty());
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct RelayStats {
