@@ -6,6 +6,23 @@
 //! than the cap is never buffered whole: once the pending bytes pass the cap
 //! the framer discards them and everything up to the next `\n`, then reports
 //! one [`Piece::TooLong`] with the line's full length.
+//!
+//! ```
+//! use corral_mcp::frame::{Framer, Piece};
+//!
+//! let mut framer = Framer::new(1024);
+//! // Input arrives in arbitrary pieces; lines come out whole.
+//! framer.push(b"{\"jsonrpc\":\"2.0\",\"id\":1,");
+//! assert_eq!(framer.next_piece(), None);
+//! framer.push(b"\"method\":\"ping\"}\r\n{\"jsonrpc\"");
+//! assert_eq!(
+//!     framer.next_piece(),
+//!     Some(Piece::Line(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}"))
+//! );
+//! assert_eq!(framer.next_piece(), None);
+//! // At end of input, the last line without its `\n`.
+//! assert_eq!(framer.finish(), Some(Piece::Line(b"{\"jsonrpc\"")));
+//! ```
 
 /// The default cap on one frame: 16 MiB.
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 16 << 20;
@@ -14,6 +31,16 @@ pub const DEFAULT_MAX_FRAME_BYTES: usize = 16 << 20;
 pub const READ_CHUNK: usize = 64 << 10;
 
 /// What the framer found in its input.
+///
+/// ```
+/// use corral_mcp::frame::{Framer, Piece};
+///
+/// let mut framer = Framer::new(4);
+/// framer.push(b"0123456789\nok\n");
+/// // Never buffered whole: skipped, with its length.
+/// assert_eq!(framer.next_piece(), Some(Piece::TooLong { len: 10 }));
+/// assert_eq!(framer.next_piece(), Some(Piece::Line(b"ok")));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Piece<'a> {
     /// One complete line, without its `\n` (or `\r\n`).
@@ -29,6 +56,31 @@ pub enum Piece<'a> {
 /// Splits a byte stream into lines of at most `max` bytes.
 ///
 /// The buffer holds at most `max + 1` pending bytes plus one read.
+///
+/// A reader appends to [`Framer::read_buffer`] (no copy), as the relay
+/// does, then takes the pieces:
+///
+/// ```
+/// use corral_mcp::frame::{DEFAULT_MAX_FRAME_BYTES, Framer, Piece};
+/// use tokio::io::AsyncReadExt;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let mut input: &[u8] = b"{\"id\":1}\n{\"id\":2}\n";
+/// let mut framer = Framer::new(DEFAULT_MAX_FRAME_BYTES);
+/// let mut lines = Vec::new();
+/// while input.read_buf(framer.read_buffer()).await? > 0 {
+///     while let Some(piece) = framer.next_piece() {
+///         if let Piece::Line(line) = piece {
+///             lines.push(line.to_vec());
+///         }
+///     }
+/// }
+/// assert_eq!(framer.finish(), None);
+/// assert_eq!(lines, [b"{\"id\":1}".to_vec(), b"{\"id\":2}".to_vec()]);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct Framer {
     buf: Vec<u8>,

@@ -16,6 +16,17 @@
 //!   reader);
 //! - neither `method` nor `id`, or an `id` with neither `method`, `result`
 //!   nor `error`.
+//!
+//! ```
+//! use corral_mcp::message::{Id, Malformed, Message, classify};
+//!
+//! let line = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{}}"#;
+//! assert_eq!(
+//!     classify(line),
+//!     Ok(Message::Request { id: Id::Number(7), method: "tools/call".into() })
+//! );
+//! assert_eq!(classify(br#"[1, 2]"#), Err(Malformed::NotObject("an array")));
+//! ```
 
 use std::fmt;
 
@@ -25,6 +36,18 @@ use serde::{
 };
 
 /// A JSON-RPC request id as MCP allows it: a string or an integer.
+///
+/// ```
+/// use corral_mcp::message::Id;
+///
+/// // Shown as it was on the wire (a string quoted), and serialized back so.
+/// assert_eq!(Id::Number(7).to_string(), "7");
+/// assert_eq!(Id::String("7".into()).to_string(), "\"7\"");
+/// assert_eq!(serde_json::to_value(Id::String("a".into()))?, "a");
+/// // `7` and `"7"` are two ids.
+/// assert_ne!(Id::Number(7), Id::String("7".into()));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Id {
     /// An integer id.
@@ -52,6 +75,22 @@ impl Serialize for Id {
 }
 
 /// A well-formed message, as far as the relay cares.
+///
+/// ```
+/// use corral_mcp::message::{Id, Message, classify};
+///
+/// let cancel = br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a"}}"#;
+/// assert_eq!(
+///     classify(cancel),
+///     Ok(Message::Notification {
+///         method: "notifications/cancelled".into(),
+///         cancels: Some(Id::String("a".into())),
+///     })
+/// );
+/// // An error response to a request that could not be read has no id.
+/// let error = br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}"#;
+/// assert_eq!(classify(error), Ok(Message::Response { id: None }));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
     /// Expects a response with the same id.
@@ -77,7 +116,16 @@ pub enum Message {
     },
 }
 
-/// Why a line was dropped.
+/// Why a line was dropped; its text is the note the relay writes.
+///
+/// ```
+/// use corral_mcp::message::{Malformed, classify};
+///
+/// let error = classify(br#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#).unwrap_err();
+/// assert_eq!(error, Malformed::BadId("a boolean"));
+/// assert_eq!(error.to_string(), "\"id\" is a boolean, not a string or an integer");
+/// assert_eq!(classify(b"{\xff}"), Err(Malformed::NotUtf8 { at: 1 }));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Malformed {
     /// Longer than the frame cap.
