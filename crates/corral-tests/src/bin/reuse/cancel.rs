@@ -3,7 +3,7 @@
 //! took.
 
 use std::{
-    path::Path,
+    path::{Path, PathBuf},
     time::{Duration, Instant},
 };
 
@@ -13,7 +13,7 @@ use crate::{
     Failure, LEARN, Res, fail, note,
     pid_space::Factory,
     procs::{Ident, kill_verified, wait_freed},
-    tree::{check_bystander, tree_script},
+    tree::{check_bystander, check_leaves_gone, tree_script},
 };
 
 pub(crate) async fn cancel(backend: Backend, fixture: &Path, factory: &mut Factory) -> Res<String> {
@@ -34,6 +34,7 @@ pub(crate) async fn cancel(backend: Backend, fixture: &Path, factory: &mut Facto
             error => Failure::Fail(format!("spawn: {error}")),
         })?;
     let leader = Ident::of(child.id()).ok_or("the leader vanished")?;
+    let leaves: Vec<PathBuf> = child.cgroup().map(Path::to_path_buf).into_iter().collect();
     let mut tap = child.stdout_tap().ok_or("no stdout tap")?;
     let two_lines = |b: &[u8]| b.iter().filter(|&&c| c == b'\n').count() >= 2;
     let ready = tokio::time::timeout(Duration::from_secs(10), tap.wait_for(two_lines)).await;
@@ -112,6 +113,7 @@ pub(crate) async fn cancel(backend: Backend, fixture: &Path, factory: &mut Facto
             ));
         }
     }
+    check_leaves_gone(&leaves).await?;
     Ok(format!(
         "bystander {bystander} took the pid of killed member {x}; cancel ended leader {} \
          and member {} in {} ms; the bystander was not signalled",

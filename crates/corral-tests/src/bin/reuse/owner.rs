@@ -8,7 +8,7 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use corral::Backend;
+use corral::{Backend, ledger};
 use corral_tests::proc::Stat;
 
 use crate::{
@@ -17,7 +17,7 @@ use crate::{
     note,
     pid_space::Factory,
     procs::{Ident, Lines, children, kill_verified, reap_adopted, wait_until},
-    tree::{members_of, tree_script},
+    tree::{check_leaves_gone, members_of, tree_script},
     watchdog::watchdog_kills,
 };
 
@@ -158,6 +158,13 @@ pub(crate) async fn owner_killed(
     let dir = OwnerDir::new(fixture)?;
     let ledger_dir = TempDir(unique_temp("ledger"));
     let mut owner = start_owner(&dir, &ledger_dir.0, backend, watchdog).await?;
+    // Recorded at the spawn, before the owner said it runs.
+    let leaves: Vec<PathBuf> = ledger::load(&ledger_dir.0)
+        .map(|(records, _)| records.into_iter().filter_map(|r| r.cgroup).collect())
+        .unwrap_or_default();
+    if backend == Backend::Cgroup && leaves.is_empty() {
+        return fail("the owner's record names no leaf");
+    }
     if watchdog && owner.watchdog.is_none() {
         return fail("the owner runs without a watchdog");
     }
@@ -184,5 +191,8 @@ pub(crate) async fn owner_killed(
             && ![leader, x, y].iter().any(Ident::is_running)
     })
     .await;
-    result
+    let leaves_gone = check_leaves_gone(&leaves).await;
+    let summary = result?;
+    leaves_gone?;
+    Ok(summary)
 }

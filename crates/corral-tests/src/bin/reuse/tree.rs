@@ -1,6 +1,10 @@
-//! The tree every scenario supervises, and the check of the bystander.
+//! The tree every scenario supervises, the check of the bystander, and the
+//! check that the tree's leaf went with it.
 
-use std::{path::Path, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use corral_tests::proc;
 
@@ -52,5 +56,35 @@ pub(crate) fn check_bystander(bystander: Ident, when: &str) -> Res<()> {
             "BUG: the bystander {bystander}, which took the pid of a dead process of the tree, was signalled {when}: {}",
             bystander.describe_pid()
         ))
+    }
+}
+
+/// Fails if a leaf a scenario's tree ran in is still there once the scenario
+/// is over: its cleanup (the cancelled call's wait, the watchdog, the sweep)
+/// removes it, and a leaf left now would stay, empty, after this namespace
+/// ends (docs/flakes.md (31)). The failure says the leaf's state; the leaf is
+/// then removed once it is empty, so the failure leaks nothing.
+pub(crate) async fn check_leaves_gone(leaves: &[PathBuf]) -> Res<()> {
+    let mut left = Vec::new();
+    for leaf in leaves.iter().filter(|leaf| leaf.exists()) {
+        let read = |file: &str| {
+            std::fs::read_to_string(leaf.join(file))
+                .unwrap_or_else(|e| format!("({e})"))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        left.push(format!(
+            "{}: events [{}], procs [{}]",
+            leaf.display(),
+            read("cgroup.events"),
+            read("cgroup.procs")
+        ));
+        wait_until(Duration::from_secs(5), || std::fs::remove_dir(leaf).is_ok()).await;
+    }
+    if left.is_empty() {
+        Ok(())
+    } else {
+        fail(format!("the tree's leaf was left: {}", left.join("; ")))
     }
 }
