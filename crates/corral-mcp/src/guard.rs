@@ -9,8 +9,8 @@
 //! `command` and `args` from the words after `--`.
 //!
 //! # Layout
-//! - [`hosts`]: the hosts, their files per scope and where the servers
-//!   are in them ([`hosts::HOSTS`]: a new host is one entry).
+//! - `hosts`: the hosts, their files per scope and where the servers
+//!   are in them ([`HOSTS`]: a new host is one entry).
 //! - `json` and `toml`: reading a config with the byte span of every
 //!   value (JSONC comments, TOML comments and layout kept).
 //! - `edit`: where an entry's `command` and `args` are, and the text
@@ -18,11 +18,50 @@
 //! - `entry`: what an entry starts and its [`State`].
 //! - `file`: the trust rule, the atomic write that keeps a host's
 //!   concurrent change, the backups; `record`: what `on` replaced.
+//!
+//! ```
+//! use corral_mcp::guard::{self, Action, Done, Places, Selection, Settings, State};
+//!
+//! # fn main() -> std::io::Result<()> {
+//! let home = std::env::temp_dir().join(format!("guard-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&home)?;
+//! let config = home.join(".claude.json");
+//! let original = r#"{"mcpServers": {"fs": {"command": "npx", "args": ["-y", "server-fs"]}}}"#;
+//! std::fs::write(&config, original)?;
+//!
+//! let places = Places {
+//!     home: home.clone(),
+//!     claude_config: home.clone(),
+//!     config: home.join(".config"),
+//!     codex_home: home.join(".codex"),
+//!     project: home.clone(),
+//! };
+//! let settings = Settings { places, this: "/usr/local/bin/corral".into(), state: home.join("state") };
+//! let claude = Selection { hosts: vec![guard::host("claude-code").unwrap()], servers: vec![] };
+//!
+//! let (listed, problems) = guard::status(&settings, &claude);
+//! assert!(problems.is_empty());
+//! assert_eq!((listed[0].name.as_str(), &listed[0].state), ("fs", &State::Unguarded));
+//!
+//! let on = guard::change(&settings, &claude, &Action::On(vec![]), false);
+//! assert_eq!(on.entries[0].done, Done::Guarded);
+//! let (listed, _) = guard::status(&settings, &claude);
+//! let State::Guarded(line) = &listed[0].state else { panic!("{:?}", listed[0].state) };
+//! assert_eq!(line.corral, "/usr/local/bin/corral");
+//! assert_eq!(line.inner, ["npx", "-y", "server-fs"]);
+//!
+//! // `off` gives back the file byte for byte.
+//! let off = guard::change(&settings, &claude, &Action::Off, false);
+//! assert_eq!(off.entries[0].done, Done::Unguarded);
+//! assert_eq!(std::fs::read_to_string(&config)?, original);
+//! # std::fs::remove_dir_all(&home)
+//! # }
+//! ```
 
 pub(crate) mod edit;
 pub(crate) mod entry;
 pub(crate) mod file;
-pub mod hosts;
+pub(crate) mod hosts;
 pub(crate) mod json;
 mod record;
 pub(crate) mod toml;
@@ -33,13 +72,36 @@ use std::{
 };
 
 pub use entry::{Guard, State};
-pub use hosts::{Config, HOSTS, Host, Places, Scope};
+pub use hosts::{HOSTS, Host, Places, Scope, host};
 
 use edit::{Edit, Site};
-use hosts::Format;
+use hosts::{Config, Format};
 use record::{Records, Region};
 
 /// What `corral mcp guard` works with.
+///
+/// ```
+/// use std::path::PathBuf;
+///
+/// use corral_mcp::guard::{Places, Settings};
+///
+/// let home = PathBuf::from("/home/alice");
+/// let places = Places {
+///     claude_config: home.clone(),
+///     config: home.join(".config"),
+///     codex_home: home.join(".codex"),
+///     project: home.join("src/app"),
+///     home,
+/// };
+/// let settings = Settings {
+///     // `$XDG_STATE_HOME/corral/guard`, else under `~/.local/state`.
+///     state: Settings::state_dir(&places.home),
+///     places,
+///     this: "/usr/local/bin/corral".into(),
+/// };
+/// assert!(settings.state.ends_with("corral/guard"));
+/// assert_eq!(settings.backups(), settings.state.join("backups"));
+/// ```
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// Where the hosts' files are.
@@ -73,6 +135,15 @@ impl Settings {
 }
 
 /// Which entries a command acts on: all hosts and servers when empty.
+///
+/// ```
+/// use corral_mcp::guard::{Selection, host};
+///
+/// let everything = Selection::default();
+/// // `--host codex --server github`.
+/// let one = Selection { hosts: host("codex").into_iter().collect(), servers: vec!["github".into()] };
+/// assert!(everything.hosts.is_empty() && one.hosts.len() == 1);
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct Selection {
     /// `--host`.
@@ -100,6 +171,16 @@ impl Selection {
 }
 
 /// One entry as `status` shows it.
+///
+/// ```
+/// use corral_mcp::guard::Listed;
+///
+/// // One line of `corral mcp guard status`.
+/// fn line(entry: &Listed) -> String {
+///     let env = if entry.env.is_empty() { String::new() } else { format!(" [env: {}]", entry.env.join(", ")) };
+///     format!("{} {} {}: {} {}{env}", entry.host, entry.scope.name(), entry.name, entry.state.name(), entry.argv.join(" "))
+/// }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Listed {
     /// The host's id.
@@ -120,7 +201,18 @@ pub struct Listed {
     pub cwd: Option<String>,
 }
 
-/// A file left alone, and why.
+/// A file left alone, and why: `status` and `change` go on with the
+/// others.
+///
+/// ```
+/// use corral_mcp::guard::Problem;
+///
+/// fn report(problems: &[Problem]) {
+///     for problem in problems {
+///         eprintln!("{}: {}", problem.file.display(), problem.message);
+///     }
+/// }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Problem {
     /// The file.
@@ -187,6 +279,14 @@ fn parse_message(error: &json::SyntaxError) -> String {
 /// What a guard path is wrong for, if anything: it no longer exists, or
 /// it is in a build directory (cargo's `target/`) that a rebuild or a
 /// `cargo clean` replaces.
+///
+/// ```
+/// use corral_mcp::guard::path_warning;
+///
+/// assert!(path_warning("corral").unwrap().contains("not an absolute path"));
+/// assert!(path_warning("/nonexistent/corral").unwrap().contains("no longer exists"));
+/// assert_eq!(path_warning("/"), None);
+/// ```
 pub fn path_warning(corral: &str) -> Option<String> {
     let path = Path::new(corral);
     if !path.is_absolute() {
@@ -213,6 +313,14 @@ pub fn path_warning(corral: &str) -> Option<String> {
 }
 
 /// `on` (with the wrap options) or `off`.
+///
+/// ```
+/// use corral_mcp::guard::Action;
+///
+/// // `corral mcp guard on -- --close-grace 5s`: every guarded line gets the options.
+/// let on = Action::On(vec!["--close-grace".into(), "5s".into()]);
+/// assert!(matches!(on, Action::On(options) if options.len() == 2));
+/// ```
 #[derive(Debug, Clone)]
 pub enum Action {
     /// Guard, with these `corral mcp wrap` options.
@@ -222,6 +330,18 @@ pub enum Action {
 }
 
 /// What happened to one entry.
+///
+/// ```
+/// use corral_mcp::guard::Done;
+///
+/// let done = Done::Left("behind mcp-proxy, which owns its tree".into());
+/// let word = match &done {
+///     Done::Guarded => "guarded",
+///     Done::Unguarded => "unguarded",
+///     Done::Left(_) => "left",
+/// };
+/// assert_eq!(word, "left");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Done {
     /// Now started through `corral mcp wrap`.
@@ -233,6 +353,14 @@ pub enum Done {
 }
 
 /// One entry acted on.
+///
+/// ```
+/// use corral_mcp::guard::{Changed, Done};
+///
+/// fn guarded(entries: &[Changed]) -> Vec<&str> {
+///     entries.iter().filter(|entry| entry.done == Done::Guarded).map(|entry| entry.name.as_str()).collect()
+/// }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Changed {
     /// The host's id.
@@ -248,6 +376,16 @@ pub struct Changed {
 }
 
 /// One file changed (or, for a dry run, that would be).
+///
+/// ```
+/// use corral_mcp::guard::Written;
+///
+/// // What a dry run may print: never `before` and `after`, which hold secrets.
+/// fn shown(written: &Written) -> String {
+///     let (before, after) = &written.shown;
+///     format!("{}:\n- {before}\n+ {after}", written.file.display())
+/// }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Written {
     /// The file.
@@ -264,6 +402,16 @@ pub struct Written {
 }
 
 /// What `on` or `off` did.
+///
+/// ```
+/// use corral_mcp::guard::Outcome;
+///
+/// // `corral mcp guard` exits 1 when a file was left alone.
+/// fn exit_code(outcome: &Outcome) -> i32 {
+///     i32::from(!outcome.problems.is_empty())
+/// }
+/// assert_eq!(exit_code(&Outcome::default()), 0);
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
     /// Every selected entry and what happened to it.

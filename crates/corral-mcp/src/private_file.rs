@@ -18,6 +18,29 @@
 //! A refusal is an [`io::Error`] of kind `PermissionDenied` (or the open's
 //! own error) whose text names the file or directory, its owner and mode,
 //! and the fix; the caller puts its option (`--audit FILE: `) in front.
+//!
+//! ```
+//! use std::{io::Write, os::unix::fs::PermissionsExt};
+//!
+//! use corral_mcp::private_file::{self, Access};
+//!
+//! # fn main() -> std::io::Result<()> {
+//! let dir = std::env::temp_dir().join(format!("private-file-doc-{}", std::process::id()));
+//! std::fs::create_dir(&dir)?;
+//! let audit = dir.join("audit.jsonl");
+//! // Created mode 600 when missing, and appended to.
+//! writeln!(private_file::open(&audit, Access::Append)?, "{{}}")?;
+//! assert_eq!(std::fs::metadata(&audit)?.permissions().mode() & 0o777, 0o600);
+//! assert_eq!(std::fs::read_to_string(&audit)?, "{}\n");
+//!
+//! // Readable by others: refused, naming the file and the fix.
+//! std::fs::set_permissions(&audit, std::fs::Permissions::from_mode(0o644))?;
+//! let refused = private_file::open(&audit, Access::Read).unwrap_err();
+//! assert_eq!(refused.kind(), std::io::ErrorKind::PermissionDenied);
+//! assert!(refused.to_string().contains("audit.jsonl"), "{refused}");
+//! # std::fs::remove_dir_all(&dir)
+//! # }
+//! ```
 
 use std::{
     fs::File,
@@ -31,7 +54,20 @@ use std::{
 
 use rustix::fs::{FileType, Mode, OFlags, Stat};
 
-/// How a private file is opened.
+/// How a private file is opened: `corral mcp serve` reads its token files
+/// and appends to its audit log.
+///
+/// ```no_run
+/// use std::{io::Read, path::Path};
+///
+/// use corral_mcp::private_file::{self, Access};
+///
+/// # fn main() -> std::io::Result<()> {
+/// let mut token = String::new();
+/// private_file::open(Path::new("/etc/corral/alice.token"), Access::Read)?.read_to_string(&mut token)?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
     /// Read only; the file must exist.
@@ -76,7 +112,7 @@ pub fn open(path: &Path, access: Access) -> io::Result<File> {
 /// # Errors
 /// A directory fails the rule (kind `PermissionDenied`, the text names it
 /// and the fix), or cannot be opened.
-pub fn trusted_directory(path: &Path) -> io::Result<OwnedFd> {
+pub(crate) fn trusted_directory(path: &Path) -> io::Result<OwnedFd> {
     let me = rustix::process::geteuid().as_raw();
     let dir = open_directory(path, me)?;
     check_directories(&dir, me)?;
@@ -332,7 +368,7 @@ fn kind_name(kind: FileType) -> &'static str {
 }
 
 /// `uid`'s name in `/etc/passwd` (local users only).
-pub fn user_name(uid: u32) -> Option<String> {
+pub(crate) fn user_name(uid: u32) -> Option<String> {
     let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
     passwd.lines().find_map(|line| {
         let mut fields = line.split(':');
@@ -342,7 +378,7 @@ pub fn user_name(uid: u32) -> Option<String> {
 }
 
 /// `uid` as an error names it: `name (uid N)`, or `uid N`.
-pub fn described(uid: u32) -> String {
+pub(crate) fn described(uid: u32) -> String {
     user_name(uid).map_or_else(
         || format!("uid {uid}"),
         |name| format!("{name} (uid {uid})"),

@@ -87,10 +87,7 @@ fn setup(
     };
     let selection = Selection {
         // clap checked the names.
-        hosts: hosts
-            .iter()
-            .filter_map(|id| guard::hosts::host(id))
-            .collect(),
+        hosts: hosts.iter().filter_map(|id| guard::host(id)).collect(),
         servers: servers.to_vec(),
     };
     Ok((settings, selection))

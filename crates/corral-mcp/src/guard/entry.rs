@@ -6,6 +6,16 @@ use std::path::Path;
 use super::edit::{Field, Site, Value};
 
 /// The state of one entry.
+///
+/// ```
+/// use corral_mcp::guard::{Guard, State};
+///
+/// let words = |line: &str| line.split(' ').map(String::from).collect::<Vec<_>>();
+/// let line = Guard::parse(&words("/usr/bin/corral mcp wrap -- uvx mcp-server-git")).unwrap();
+/// let state = State::Guarded(line);
+/// assert_eq!(state.name(), "guarded");
+/// assert_eq!(State::Wrapped("mcp-proxy".into()).name(), "wrapped");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
     /// Started through `corral mcp wrap` by this corral's path.
@@ -39,6 +49,19 @@ impl State {
 }
 
 /// A `corral mcp wrap [OPTIONS] -- COMMAND...` line, taken apart.
+///
+/// ```
+/// use corral_mcp::guard::Guard;
+///
+/// let words = |line: &str| line.split(' ').map(String::from).collect::<Vec<_>>();
+/// let guard = Guard::parse(&words("/opt/corral mcp wrap --close-grace 5s -- npx -y server-fs")).unwrap();
+/// assert_eq!(guard.corral, "/opt/corral");
+/// assert_eq!(guard.options, ["--close-grace", "5s"]);
+/// assert_eq!(guard.inner, ["npx", "-y", "server-fs"]);
+/// // Not a guard: another corral command, or no `--`.
+/// assert_eq!(Guard::parse(&words("corral run -- npx server-fs")), None);
+/// assert_eq!(Guard::parse(&words("corral mcp wrap npx server-fs")), None);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Guard {
     /// The corral path written.
@@ -52,12 +75,12 @@ pub struct Guard {
 impl Guard {
     /// How many words come before what it starts: the corral, `mcp`,
     /// `wrap`, the options and `--`.
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         4 + self.options.len()
     }
 
     /// The words before what it starts.
-    pub fn front(corral: &str, options: &[String]) -> Vec<String> {
+    pub(crate) fn front(corral: &str, options: &[String]) -> Vec<String> {
         let mut front = vec![corral.to_owned(), "mcp".to_owned(), "wrap".to_owned()];
         front.extend(options.iter().cloned());
         front.push("--".to_owned());

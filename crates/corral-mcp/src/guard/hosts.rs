@@ -4,6 +4,14 @@
 use std::path::{Path, PathBuf};
 
 /// Whose servers a file holds.
+///
+/// ```
+/// use corral_mcp::guard::Scope;
+///
+/// assert_eq!(Scope::Local.name(), "local");
+/// // `status` lists the user's entries first.
+/// assert!(Scope::User < Scope::Local && Scope::Local < Scope::Project);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Scope {
     /// The user's, for every project.
@@ -72,7 +80,16 @@ pub struct FileSpec {
     pub containers: &'static [&'static [Key]],
 }
 
-/// One host.
+/// One host: [`HOSTS`] lists them, [`host`] finds one by its id.
+///
+/// ```
+/// use corral_mcp::guard::{HOSTS, host};
+///
+/// let ids: Vec<&str> = HOSTS.iter().map(|host| host.id).collect();
+/// assert!(ids.contains(&"claude-code") && ids.contains(&"codex"));
+/// assert_eq!(host("codex").map(|host| host.name), Some("Codex"));
+/// assert!(host("notepad").is_none());
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Host {
     /// Its name on the command line (`--host`).
@@ -80,9 +97,9 @@ pub struct Host {
     /// Its name for people.
     pub name: &'static str,
     /// The files' format.
-    pub format: Format,
+    pub(crate) format: Format,
     /// Its files.
-    pub files: &'static [FileSpec],
+    pub(crate) files: &'static [FileSpec],
 }
 
 use Key::Name;
@@ -228,6 +245,21 @@ pub const HOSTS: &[Host] = &[
 const OPENCODE: &[&[Key]] = &[&[Name("mcp"), Name("servers")], &[Name("mcp")]];
 
 /// The directories the files' paths start from.
+///
+/// ```
+/// use std::path::Path;
+///
+/// use corral_mcp::guard::Places;
+///
+/// match Places::from_env(Some(Path::new("/"))) {
+///     Ok(places) => {
+///         assert_eq!(places.project, Path::new("/"));
+///         assert!(places.home.is_absolute());
+///     }
+///     // Without an absolute HOME there is nothing to guard.
+///     Err(message) => assert!(message.contains("HOME"), "{message}"),
+/// }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Places {
     /// `$HOME`.
@@ -281,7 +313,7 @@ impl Places {
     }
 
     /// Where `base` is.
-    pub fn base(&self, base: Base) -> &Path {
+    pub(crate) fn base(&self, base: Base) -> &Path {
         match base {
             Base::Home => &self.home,
             Base::ClaudeConfig => &self.claude_config,
@@ -292,7 +324,7 @@ impl Places {
     }
 
     /// `keys` with the project directory filled in.
-    pub fn keys(&self, keys: &[Key]) -> Vec<String> {
+    pub(crate) fn keys(&self, keys: &[Key]) -> Vec<String> {
         keys.iter()
             .map(|key| match key {
                 Key::Name(name) => (*name).to_owned(),
