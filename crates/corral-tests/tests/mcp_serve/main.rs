@@ -4,6 +4,7 @@
 //! the concurrency limit, bad input, the audit log.
 
 mod bounds;
+mod client_tasks;
 mod harness;
 mod limits;
 mod place;

@@ -16,19 +16,19 @@ use tokio_util::sync::CancellationToken;
 
 use crate::harness::{assert_gone, options, record, recorded};
 
-const ALICE: &str = "alice-token-0123456789";
-const BOB: &str = "bob-token-9876543210";
+pub(crate) const ALICE: &str = "alice-token-0123456789";
+pub(crate) const BOB: &str = "bob-token-9876543210";
 const TASKS: &str = "io.modelcontextprotocol/tasks";
 
-struct Server {
-    url: String,
+pub(crate) struct Server {
+    pub(crate) url: String,
     stop: CancellationToken,
-    runner: Runner,
-    root: corral_tests::Scratch,
+    pub(crate) runner: Runner,
+    pub(crate) root: corral_tests::Scratch,
 }
 
 impl Server {
-    fn start(name: &str, change: impl FnOnce(&mut ServeOptions)) -> Self {
+    pub(crate) fn start(name: &str, change: impl FnOnce(&mut ServeOptions)) -> Self {
         let root = corral_tests::Scratch::new(name);
         let mut options = options(&root);
         options.task_window = Some(Duration::from_millis(300));
@@ -142,7 +142,7 @@ fn answer_in(text: &str) -> Option<Value> {
 /// A member script for the server's runs (`sh MEMBER [ignore]`: records
 /// its identity in the file returned, ignoring `SIGTERM` with `ignore`,
 /// then waits), and the file.
-fn member(server: &Server) -> (std::path::PathBuf, String) {
+pub(crate) fn member(server: &Server) -> (std::path::PathBuf, String) {
     let pids = server.root.path("pids");
     let member = server.root.path("member.sh");
     std::fs::write(
