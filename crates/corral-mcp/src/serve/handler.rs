@@ -20,6 +20,28 @@ use super::{AnswerHold, CallContext, Principal, Progress, Runner};
 
 /// An MCP server handler for the command-running tools. Cheap to clone
 /// (each HTTP session gets a clone).
+///
+/// Any rmcp transport serves it; here a client and the server share an
+/// in-memory pipe:
+///
+/// ```
+/// use corral_mcp::serve::{CorralServer, Runner, ServeOptions};
+/// use rmcp::ServiceExt;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let server = CorralServer::new(Runner::new(ServeOptions::default())?);
+/// let (client_end, server_end) = tokio::io::duplex(1 << 16);
+/// let serving = tokio::spawn(server.clone().serve(server_end));
+/// let client = ().serve(client_end).await?;
+/// let tools = client.list_all_tools().await?;
+/// assert_eq!(tools.len(), server.runner().tools().len());
+/// client.cancel().await?;
+/// drop(serving.await?);
+/// server.runner().shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct CorralServer {
     runner: Runner,

@@ -15,6 +15,21 @@
 //! - `task_store`: the runs answered as MCP tasks (the Tasks extension).
 //! - `audit`: one JSON line per run; `handler`: the rmcp glue.
 //! - [`transport`]: stdio, and streamable HTTP behind a bearer token.
+//!
+//! ```no_run
+//! use corral_mcp::serve::{CorralServer, Runner, ServeOptions, transport};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut options = ServeOptions::default();
+//! options.roots = vec!["/srv/checkout".into()];
+//! options.max_concurrent = 4;
+//! let server = CorralServer::new(Runner::new(options)?);
+//! transport::stdio(server.clone(), CancellationToken::new()).await?;
+//! server.runner().shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
 
 mod audit;
 mod handler;
@@ -55,6 +70,22 @@ pub const DEFAULT_TASK_TTL: Duration = Duration::from_secs(3600);
 pub const DEFAULT_MAX_TASKS: usize = 64;
 
 /// What the server allows; a call may narrow each limit, never widen it.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use corral_mcp::serve::{DEFAULT_TIMEOUT, ServeOptions};
+///
+/// let mut options = ServeOptions::default();
+/// assert_eq!(options.default_timeout, DEFAULT_TIMEOUT);
+/// // Refuse a call beyond two trees instead of waiting; at most 10 minutes a run.
+/// options.max_concurrent = 2;
+/// options.reject_when_busy = true;
+/// options.max_timeout = Duration::from_secs(600);
+/// options.tree_limits = corral::Limits::new().max_processes(256);
+/// // Never answer with a task.
+/// options.task_window = None;
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ServeOptions {
@@ -122,6 +153,18 @@ impl Default for ServeOptions {
 }
 
 /// A progress report while a run goes on: the latest output lines.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use corral_mcp::serve::{CallContext, Progress, ProgressSink};
+///
+/// let sink: ProgressSink = Arc::new(|progress: Progress| {
+///     eprintln!("{} bytes so far: {}", progress.bytes, progress.message);
+/// });
+/// let mut context = CallContext::default();
+/// context.progress = Some(sink);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Progress {
     /// Bytes of output so far (both streams).
@@ -138,6 +181,16 @@ pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 /// client there is ([`Principal::default`]). Every background run belongs
 /// to the principal that started it: another one can neither list, read,
 /// wait for nor end it (it is told "not found", as for an unknown id).
+///
+/// ```
+/// use corral_mcp::serve::Principal;
+///
+/// let alice = Principal::new("alice");
+/// assert_eq!(alice.name(), "alice");
+/// assert_eq!(alice.to_string(), "alice");
+/// assert_eq!(Principal::default().name(), "default");
+/// assert_ne!(alice, Principal::default());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Principal(Arc<str>);
 
@@ -168,6 +221,18 @@ impl std::fmt::Display for Principal {
 }
 
 /// What a tool call comes with besides its arguments.
+///
+/// ```
+/// use corral_mcp::serve::{CallContext, Principal};
+/// use tokio_util::sync::CancellationToken;
+///
+/// let cancel = CancellationToken::new();
+/// let mut context = CallContext::default();
+/// context.principal = Principal::new("alice");
+/// // Cancelling it ends the run's tree.
+/// context.cancel = cancel.clone();
+/// assert!(context.progress.is_none());
+/// ```
 #[derive(Clone, Default)]
 pub struct CallContext {
     /// Who calls: the runs it sees and the runs it starts are its own.
@@ -232,6 +297,16 @@ impl std::fmt::Debug for AnswerHold {
 }
 
 /// Why the server cannot start.
+///
+/// ```
+/// use corral_mcp::serve::{Runner, ServeError, ServeOptions};
+///
+/// let mut options = ServeOptions::default();
+/// options.roots = vec!["/nonexistent/checkout".into()];
+/// let Err(error) = Runner::new(options) else { panic!("a root that does not exist") };
+/// assert!(matches!(&error, ServeError::Root { path, .. } if path.ends_with("checkout")));
+/// assert!(error.to_string().starts_with("--root /nonexistent/checkout: "));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServeError {
@@ -256,6 +331,29 @@ pub enum ServeError {
 
 /// The server's state: options, roots, background runs, the concurrency
 /// limit, the audit log. Cheap to clone (shared).
+///
+/// ```
+/// use corral_mcp::serve::{CallContext, Runner, ServeOptions};
+/// use serde_json::json;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runner = Runner::new(ServeOptions::default())?;
+/// let tools: Vec<String> = runner.tools().iter().map(|tool| tool.name.to_string()).collect();
+/// assert!(tools.iter().any(|name| name == "run"), "{tools:?}");
+///
+/// // Bad arguments: a tool error naming the field and the rule; nothing starts.
+/// let Some(arguments) = json!({"argv": []}).as_object().cloned() else { unreachable!() };
+/// let result = runner.call("run", arguments, CallContext::default()).await;
+/// assert_eq!(result.is_error, Some(true));
+/// assert!(serde_json::to_string(&result)?.contains("argv"));
+/// assert_eq!(runner.tasks_kept(), 0);
+///
+/// // Ends every run and waits for their trees; later calls are refused.
+/// runner.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Runner {
     inner: Arc<runs::Shared>,

@@ -14,6 +14,33 @@
 //! Both functions return when `stop` is cancelled (or the client goes, on
 //! stdio). Ending the runs is the caller's job (`Runner::shutdown`), after
 //! these return: the transports only stop answering.
+//!
+//! ```no_run
+//! use corral_mcp::serve::{
+//!     CorralServer, Principal, Runner, ServeOptions,
+//!     transport::{self, Client, HttpAuth},
+//! };
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn demo(http: bool) -> Result<(), Box<dyn std::error::Error>> {
+//! let server = CorralServer::new(Runner::new(ServeOptions::default())?);
+//! let stop = CancellationToken::new();
+//! if http {
+//!     let listener = transport::listen("127.0.0.1:8765".parse()?)?;
+//!     let auth = HttpAuth::with_clients(vec![
+//!         Client::new(Principal::new("alice"), "a-long-random-token-for-alice"),
+//!         Client::new(Principal::new("bob"), "a-long-random-token-for-bob"),
+//!     ]);
+//!     // http://127.0.0.1:8765/mcp until `stop` is cancelled.
+//!     transport::http(server.clone(), listener, auth, stop).await?;
+//! } else {
+//!     transport::stdio(server.clone(), stop).await?;
+//! }
+//! // The transports only stop answering: end the runs.
+//! server.runner().shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
 
 use std::{collections::HashMap, convert::Infallible, io, sync::Arc, time::Duration};
 
@@ -64,6 +91,16 @@ const MAX_HEADERS: usize = 64 << 10;
 const CLOSE_BOUND: Duration = Duration::from_secs(2);
 
 /// Why a transport stopped abnormally.
+///
+/// ```
+/// use corral_mcp::serve::transport::TransportError;
+///
+/// let error = TransportError::Handshake("the client sent no initialize".into());
+/// assert_eq!(
+///     error.to_string(),
+///     "the MCP handshake on stdin/stdout failed: the client sent no initialize"
+/// );
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TransportError {
@@ -82,6 +119,20 @@ pub enum TransportError {
 }
 
 /// Who may use the HTTP endpoint.
+///
+/// ```
+/// use corral_mcp::serve::{Principal, transport::HttpAuth};
+///
+/// // One client, `default`, from loopback only.
+/// let mut auth = HttpAuth::new("a-long-random-token");
+/// assert_eq!(auth.clients[0].principal, Principal::default());
+/// assert!(auth.allowed_origins.is_empty() && !auth.any_host);
+/// // Behind a proxy that serves it as https://mcp.example.com.
+/// auth.allowed_origins = vec!["https://mcp.example.com".into()];
+/// auth.any_host = true;
+/// // Its tokens never show in logs.
+/// assert!(!format!("{auth:?}").contains("a-long-random-token"));
+/// ```
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct HttpAuth {
@@ -103,6 +154,15 @@ pub struct HttpAuth {
 }
 
 /// One client of the HTTP endpoint: its token and the principal it names.
+///
+/// ```
+/// use corral_mcp::serve::{Principal, transport::Client};
+///
+/// // `--token-file alice.token`: the client `alice`.
+/// let alice = Client::new(Principal::new("alice"), "a-long-random-token");
+/// assert_eq!(alice.principal.name(), "alice");
+/// assert!(format!("{alice:?}").contains("<redacted>"));
+/// ```
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct Client {
@@ -160,7 +220,7 @@ impl std::fmt::Debug for HttpAuth {
 }
 
 /// The origins allowed by default for a listener on `port`.
-pub fn loopback_origins(port: u16) -> Vec<String> {
+pub(crate) fn loopback_origins(port: u16) -> Vec<String> {
     ["127.0.0.1", "localhost", "[::1]"]
         .iter()
         .map(|host| format!("http://{host}:{port}"))
