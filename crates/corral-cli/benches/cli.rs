@@ -16,6 +16,9 @@
 //! host with root, costs against the backends that need no cgroup), and,
 //! with `CORRAL_BENCH_STATIC=PATH`, `corral run -- true` from a static-pie
 //! build of the same code (`cargo release-static`, see `.cargo/config.toml`).
+//! `CORRAL_BENCH_CORRAL=PATH` measures that binary instead of the bench
+//! build (the shipped one: `scripts/package-deb` or `scripts/install` build
+//! it), with the bench build as one more diagnostic row.
 //! Every run is bounded (killed through its pidfd after 30 s, never by name),
 //! and the bench checks that no `corral-PID-*` cgroup of any corral process it
 //! started is left behind.
@@ -46,6 +49,19 @@ enum Contender {
     Version,
     CorralBackend(&'static str),
     Static,
+    BenchBuild,
+}
+
+/// The corral measured: `$CORRAL_BENCH_CORRAL`, else the bench build.
+fn corral() -> PathBuf {
+    given_build().unwrap_or_else(|| PathBuf::from(CORRAL))
+}
+
+/// `$CORRAL_BENCH_CORRAL`: the build to measure instead of the bench's.
+fn given_build() -> Option<PathBuf> {
+    std::env::var_os("CORRAL_BENCH_CORRAL")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
 }
 
 /// `$CORRAL_BENCH_STATIC`: a static-pie build of corral to measure beside.
@@ -62,7 +78,8 @@ impl Contender {
             Contender::Timeout => "timeout 10 true (GNU)",
             Contender::Direct => "(diag) true, directly",
             Contender::Version => "(diag) corral --version",
-            Contender::Static => "(diag) corral run, static-pie",
+            Contender::Static => "(diag) corral run, $CORRAL_BENCH_STATIC",
+            Contender::BenchBuild => "(diag) corral run, cargo bench build",
             Contender::CorralBackend("group") => "(diag) corral --backend group",
             Contender::CorralBackend("subreaper") => "(diag) corral --backend subreaper",
             Contender::CorralBackend(_) => "(diag) corral --backend ?",
@@ -72,7 +89,7 @@ impl Contender {
     fn command(self) -> Command {
         let mut command = match self {
             Contender::Corral => {
-                let mut c = Command::new(CORRAL);
+                let mut c = Command::new(corral());
                 c.args(["run", "--", "true"]);
                 c
             }
@@ -83,7 +100,7 @@ impl Contender {
             }
             Contender::Direct => Command::new("true"),
             Contender::Version => {
-                let mut c = Command::new(CORRAL);
+                let mut c = Command::new(corral());
                 c.arg("--version");
                 c
             }
@@ -92,8 +109,13 @@ impl Contender {
                 c.args(["run", "--", "true"]);
                 c
             }
-            Contender::CorralBackend(backend) => {
+            Contender::BenchBuild => {
                 let mut c = Command::new(CORRAL);
+                c.args(["run", "--", "true"]);
+                c
+            }
+            Contender::CorralBackend(backend) => {
+                let mut c = Command::new(corral());
                 c.args(["run", "--backend", backend, "--", "true"]);
                 c
             }
@@ -180,7 +202,7 @@ fn main() -> ExitCode {
     );
     println!("{}", machine_line());
     println!("command: cargo bench -p corral-cli --bench cli -- --rounds {rounds}");
-    println!("corral binary: {CORRAL}");
+    println!("corral binary: {}", corral().display());
 
     // Does `corral run -- true` work at all?
     // Leaves other runs left on this machine: a recycled pid could match one.
@@ -215,6 +237,14 @@ fn main() -> ExitCode {
         }
         contenders.push(Contender::Static);
     }
+    if given_build().is_some() {
+        println!("the bench build, beside it: {CORRAL}");
+        if let Err(error) = once(Contender::BenchBuild) {
+            println!("NOT MEASURED: {error}");
+            return ExitCode::FAILURE;
+        }
+        contenders.push(Contender::BenchBuild);
+    }
     let mut samples: Vec<Vec<Duration>> = vec![Vec::with_capacity(rounds); contenders.len()];
     let mut paired: Vec<f64> = Vec::with_capacity(rounds);
     let mut failures = Vec::new();
@@ -233,7 +263,10 @@ fn main() -> ExitCode {
                 Ok((d, pid)) => {
                     if matches!(
                         contenders[index],
-                        Contender::Corral | Contender::CorralBackend(_) | Contender::Static
+                        Contender::Corral
+                            | Contender::CorralBackend(_)
+                            | Contender::Static
+                            | Contender::BenchBuild
                     ) {
                         corral_pids.push(pid);
                     }
@@ -317,7 +350,10 @@ fn main() -> ExitCode {
         .zip(&samples)
         .map(|(contender, s)| timing_row(contender.label(), s, &samples[1]))
         .collect();
-    rows.push(serde_json::json!({ "paired_ratio_median": paired_median }));
+    rows.push(serde_json::json!({
+        "paired_ratio_median": paired_median,
+        "corral_binary": corral().display().to_string(),
+    }));
     if write_results("cli", rows).is_err() {
         failures.push("results file".to_owned());
     }
