@@ -64,7 +64,8 @@ fn given_build() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// `$CORRAL_BENCH_STATIC`: a static-pie build of corral to measure beside.
+/// `$CORRAL_BENCH_STATIC`: another build of corral to measure beside (named
+/// for the static-pie build it was first used for).
 fn static_build() -> Option<PathBuf> {
     std::env::var_os("CORRAL_BENCH_STATIC")
         .filter(|p| !p.is_empty())
@@ -230,7 +231,7 @@ fn main() -> ExitCode {
         Contender::CorralBackend("subreaper"),
     ];
     if let Some(path) = static_build() {
-        println!("static-pie build: {}", path.display());
+        println!("$CORRAL_BENCH_STATIC build: {}", path.display());
         if let Err(error) = once(Contender::Static) {
             println!("NOT MEASURED: {error}");
             return ExitCode::FAILURE;
