@@ -99,66 +99,6 @@ fn assert_echo_hi(events: &[Value]) {
     assert_eq!(structured["stdout"], "hi\n", "{result:#}");
 }
 
-/// A `corral mcp serve --http 127.0.0.1:0 EXTRA...` that is listening.
-struct HttpServer {
-    child: Owned,
-    url: String,
-    token: String,
-    _stderr: Lines,
-}
-
-impl HttpServer {
-    fn start(extra: &[&str]) -> Self {
-        Self::start_with_env(extra, &[])
-    }
-
-    fn start_with_env(extra: &[&str], env: &[(&str, &Path)]) -> Self {
-        let mut child = Owned(
-            Command::new(wrapper())
-                .args(["mcp", "serve", "--http", "127.0.0.1:0"])
-                .args(extra)
-                .envs(env.iter().map(|(key, value)| (*key, *value)))
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("starting corral mcp serve"),
-        );
-        let stderr = Lines::new(child.stderr.take().expect("stderr"));
-        let mut token = String::new();
-        let url = loop {
-            let line = stderr
-                .next(LIMIT)
-                .unwrap_or_else(|| panic!("corral mcp serve said no 'listening on' line"));
-            if let Some(t) = line.strip_prefix("corral mcp serve: bearer token: ") {
-                token = t.to_owned();
-            }
-            if let Some(url) = line.strip_prefix("corral mcp serve: listening on ") {
-                break url.to_owned();
-            }
-        };
-        Self {
-            child,
-            url,
-            token,
-            _stderr: stderr,
-        }
-    }
-
-    /// `host:port` of the listener.
-    fn authority(&self) -> &str {
-        let rest = self.url.strip_prefix("http://").expect("http URL");
-        rest.split('/').next().expect("authority")
-    }
-
-    /// SIGTERM, then its exit status.
-    fn stop(mut self) -> ExitStatus {
-        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).expect("pid");
-        rustix::process::kill_process(pid, Signal::TERM).expect("SIGTERM to our child");
-        wait(&mut self.child)
-    }
-}
-
 /// The status code of a raw `initialize` POST to `server` with `headers`.
 fn raw_post(server: &HttpServer, headers: &[(&str, &str)]) -> (u16, String) {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

@@ -9,7 +9,6 @@ mod mcp_common;
 use std::{
     io::{ErrorKind, Read, Write},
     net::{SocketAddr, TcpStream},
-    process::{Command, Stdio},
     sync::{
         Arc,
         atomic::{AtomicBool, AtomicUsize, Ordering},
@@ -17,54 +16,21 @@ use std::{
     time::{Duration, Instant},
 };
 
-use corral_tests::{Lines, Owned};
-use mcp_common::wrapper;
+use mcp_common::HttpServer;
 use serde_json::json;
 
 /// How long the server may take to start.
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// A listening `corral mcp serve --http 127.0.0.1:0`.
-struct Server {
-    child: Owned,
-    address: SocketAddr,
-    token: String,
-    _stderr: Lines,
+/// What these tests ask of a [`HttpServer`].
+trait Bounds {
+    fn call(&self, argv: &[&str], token: &str) -> Vec<u8>;
+    fn tool(&self, name: &str, arguments: &serde_json::Value, token: &str) -> Vec<u8>;
+    fn sockets(&self) -> usize;
+    fn status_kb(&self, name: &str) -> u64;
 }
 
-impl Server {
-    fn start() -> Self {
-        let mut child = Owned(
-            Command::new(wrapper())
-                .args(["mcp", "serve", "--http", "127.0.0.1:0"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("starting corral mcp serve"),
-        );
-        let stderr = Lines::new(child.stderr.take().expect("stderr"));
-        let mut token = String::new();
-        let address = loop {
-            let line = stderr
-                .next(LIMIT)
-                .unwrap_or_else(|| panic!("corral mcp serve said no 'listening on' line"));
-            if let Some(t) = line.strip_prefix("corral mcp serve: bearer token: ") {
-                token = t.to_owned();
-            }
-            if let Some(url) = line.strip_prefix("corral mcp serve: listening on http://") {
-                let authority = url.split('/').next().expect("authority");
-                break authority.parse().expect("an address");
-            }
-        };
-        Self {
-            child,
-            address,
-            token,
-            _stderr: stderr,
-        }
-    }
-
+impl Bounds for HttpServer {
     /// A stateless (`2026-07-28`) `tools/call run` request for `argv`.
     fn call(&self, argv: &[&str], token: &str) -> Vec<u8> {
         self.tool("run", &json!({"argv": argv}), token)
@@ -82,7 +48,7 @@ impl Server {
              Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
              MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: {name}\r\n\
              Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
-            self.address,
+            self.address(),
             body.len()
         )
         .into_bytes()
@@ -204,12 +170,12 @@ fn slow_loris(
 
 /// Requests with a wrong token, one after another.
 fn refused_requests(
-    server: &Server,
+    server: &HttpServer,
     stop: &Arc<AtomicBool>,
     refused: &Arc<AtomicUsize>,
 ) -> std::thread::JoinHandle<()> {
     let request = server.call(&["true"], "not-the-token");
-    let address = server.address;
+    let address = server.address();
     let stop = Arc::clone(stop);
     let refused = Arc::clone(refused);
     std::thread::spawn(move || {
@@ -232,9 +198,9 @@ fn refused_requests(
 
 /// One request on a fresh connection; the whole answer, or why not,
 /// within `bound`.
-fn ask(server: &Server, request: &[u8], bound: Duration) -> Result<String, String> {
+fn ask(server: &HttpServer, request: &[u8], bound: Duration) -> Result<String, String> {
     let started = Instant::now();
-    let mut stream = TcpStream::connect_timeout(&server.address, bound)
+    let mut stream = TcpStream::connect_timeout(&server.address(), bound)
         .map_err(|error| format!("connect: {error}"))?;
     let left = bound
         .saturating_sub(started.elapsed())
@@ -262,12 +228,12 @@ fn a_flood_without_the_token_locks_no_client_out() {
         nofile >= 4096,
         "the flood needs 4096 descriptors; the hard limit is {nofile}"
     );
-    let server = Server::start();
+    let server = HttpServer::start(&[]);
     let stop = Arc::new(AtomicBool::new(false));
     let tried = Arc::new(AtomicUsize::new(0));
     let refused = Arc::new(AtomicUsize::new(0));
-    let mut flood = idle_flood(server.address, 30, 50, &stop, &tried);
-    flood.push(slow_loris(server.address, 100, &stop));
+    let mut flood = idle_flood(server.address(), 30, 50, &stop, &tried);
+    flood.push(slow_loris(server.address(), 100, &stop));
     flood.push(refused_requests(&server, &stop, &refused));
 
     // The flood is in place: each of the 1,500 idle sockets was opened, or
@@ -352,7 +318,7 @@ fn answered(streams: &[TcpStream], wanted: usize) {
 #[test]
 fn answers_nobody_reads_keep_the_servers_memory_bounded() {
     raise_nofile();
-    let server = Server::start();
+    let server = HttpServer::start(&[]);
     let before = server.status_kb("VmRSS");
     let sockets = server.sockets();
     // 1 MiB of NUL bytes: about 12 MB of answer once JSON escapes them
@@ -361,7 +327,7 @@ fn answers_nobody_reads_keep_the_servers_memory_bounded() {
     let mut unread = Vec::new();
     for _ in 0..100 {
         // The client reads nothing: only the socket buffers take a little.
-        let mut stream = TcpStream::connect(server.address).expect("connect");
+        let mut stream = TcpStream::connect(server.address()).expect("connect");
         stream.write_all(&call).expect("write");
         unread.push(stream);
     }
@@ -413,9 +379,9 @@ fn answers_nobody_reads_keep_the_servers_memory_bounded() {
 
 #[test]
 fn a_connection_whose_first_request_never_arrives_is_closed_within_5_s() {
-    let server = Server::start();
+    let server = HttpServer::start(&[]);
     // A slow-loris: a byte of headers every 200 ms, never the end of them.
-    let mut stream = TcpStream::connect(server.address).expect("connect");
+    let mut stream = TcpStream::connect(server.address()).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_millis(200)))
         .expect("timeout");

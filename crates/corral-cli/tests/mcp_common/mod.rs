@@ -5,12 +5,13 @@
 #![allow(dead_code)]
 
 use std::{
+    net::SocketAddr,
     path::{Path, PathBuf},
-    process::{ChildStdout, Command, Stdio},
+    process::{ChildStdout, Command, ExitStatus, Stdio},
     time::{Duration, Instant},
 };
 
-use corral_tests::{Lines, Proc, wait_until};
+use corral_tests::{Lines, Owned, Proc, wait_until};
 use serde_json::Value;
 
 /// The repository root: from this package's directory as the test runner
@@ -147,5 +148,80 @@ pub fn assert_clean(report: &Value) {
             !Path::new(cgroup).exists(),
             "the cgroup {cgroup} was left behind"
         );
+    }
+}
+
+/// A `corral mcp serve --http 127.0.0.1:0 EXTRA...` that is listening, with
+/// the URL and the random bearer token it printed.
+pub struct HttpServer {
+    pub child: Owned,
+    pub url: String,
+    pub token: String,
+    _stderr: corral_tests::Lines,
+}
+
+impl HttpServer {
+    /// How long the server gets to say it listens, and to exit after `stop`.
+    const LIMIT: Duration = Duration::from_secs(60);
+
+    pub fn start(extra: &[&str]) -> Self {
+        Self::start_with_env(extra, &[])
+    }
+
+    pub fn start_with_env(extra: &[&str], env: &[(&str, &Path)]) -> Self {
+        let mut child = Owned(
+            Command::new(wrapper())
+                .args(["mcp", "serve", "--http", "127.0.0.1:0"])
+                .args(extra)
+                .envs(env.iter().map(|(key, value)| (*key, *value)))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("starting corral mcp serve"),
+        );
+        let stderr = corral_tests::Lines::new(child.stderr.take().expect("stderr"));
+        let mut token = String::new();
+        let url = loop {
+            let line = stderr
+                .next(Self::LIMIT)
+                .unwrap_or_else(|| panic!("corral mcp serve said no 'listening on' line"));
+            if let Some(t) = line.strip_prefix("corral mcp serve: bearer token: ") {
+                token = t.to_owned();
+            }
+            if let Some(url) = line.strip_prefix("corral mcp serve: listening on ") {
+                break url.to_owned();
+            }
+        };
+        Self {
+            child,
+            url,
+            token,
+            _stderr: stderr,
+        }
+    }
+
+    /// `host:port` of the listener.
+    pub fn authority(&self) -> &str {
+        let rest = self.url.strip_prefix("http://").expect("http URL");
+        rest.split('/').next().expect("authority")
+    }
+
+    /// The listener's address.
+    pub fn address(&self) -> SocketAddr {
+        self.authority().parse().expect("an address")
+    }
+
+    /// SIGTERM, then its exit status.
+    pub fn stop(mut self) -> ExitStatus {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).expect("pid");
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM)
+            .expect("SIGTERM to our child");
+        let mut status = None;
+        wait_until(Self::LIMIT, || {
+            status = self.child.try_wait().expect("try_wait");
+            status.is_some()
+        });
+        status.unwrap_or_else(|| panic!("no exit within {:?}", Self::LIMIT))
     }
 }

@@ -169,16 +169,26 @@ async fn a_legacy_session_stream_closed_leaves_the_run_to_its_timeout_then_frees
     )
     .await
     .expect("initialized");
-    // The run's answer stream opens, then the client closes it.
+    // The run's answer stream opens, the run starts (its marker: it holds
+    // the only slot then; the stream's headers can come before that, and
+    // a next run asked for in between took the slot first: docs/flakes.md
+    // (37)), then the client closes the stream.
+    let marker = root.path("started");
     let started = Instant::now();
     let held = post(
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": "run", "arguments": {"shell": "sleep 30", "timeout": 2}}}),
+            "name": "run", "arguments": {
+                "shell": format!("touch '{}'; exec sleep 30", marker.display()),
+                "timeout": 2}}}),
         Some(&session),
     )
     .await
     .expect("the run's stream");
     assert!(held.status().is_success(), "{}", held.status());
+    assert!(
+        corral_tests::wait_until_async(Duration::from_secs(10), || marker.exists()).await,
+        "the run never started"
+    );
     drop(held);
     // The only slot is the closed run's until its timeout ends it.
     let next = post(
