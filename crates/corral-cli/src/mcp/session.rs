@@ -182,10 +182,17 @@ pub async fn run(args: &ClientArgs, parent: i32, request: Request) -> Done {
     if let Request::Call { tool, .. } = &request {
         let tool = tool.clone();
         options.on_task = Some(OnTask::new(move |id| {
-            say!(
-                "tool {tool} runs as task {id}; if corral is stopped, read it later with \
-                 `corral mcp task get {id}` (same --url and --header)"
-            );
+            if over_http {
+                say!(
+                    "tool {tool} runs as task {id}; if corral is stopped, read it later with \
+                     `corral mcp task get {id}` (same --url and --header)"
+                );
+            } else {
+                say!(
+                    "tool {tool} runs as task {id}; over stdio it ends with the server, \
+                     which ends with this corral"
+                );
+            }
         }));
     }
     let asked = request.task_id().map(str::to_owned);
