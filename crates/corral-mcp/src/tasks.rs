@@ -18,6 +18,21 @@ static ALL: AtomicUsize = AtomicUsize::new(0);
 
 /// A count of live tasks (one per manager; the process-wide total is
 /// [`live_tasks`]).
+///
+/// ```
+/// use corral_mcp::client::{Manager, live_tasks};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let manager = Manager::new();
+/// let count = manager.task_count();
+/// manager.shutdown().await;
+/// // Every task of the manager's connections is gone.
+/// count.idle().await;
+/// assert_eq!(count.live(), 0);
+/// assert!(live_tasks() >= count.live());
+/// # }
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct TaskCount(Arc<Count>);
 

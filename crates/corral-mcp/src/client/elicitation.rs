@@ -19,6 +19,23 @@ use serde_json::{Map, Value, json};
 ///
 /// The handler runs on the connection's reader task: it must answer at
 /// once (a policy, not a prompt that waits for a person).
+///
+/// ```
+/// use corral_mcp::client::{ConnectOptions, Elicitation};
+/// use serde_json::json;
+///
+/// let mut options = ConnectOptions::default();
+/// options.elicitation = Some(Elicitation::defaults());
+/// // Or: decline every question; or a policy of your own.
+/// options.elicitation = Some(Elicitation::decline());
+/// options.elicitation = Some(Elicitation::new(|params| {
+///     if params["message"].as_str().is_some_and(|m| m.contains("branch")) {
+///         json!({"action": "accept", "content": {"branch": "main"}})
+///     } else {
+///         json!({"action": "decline"})
+///     }
+/// }));
+/// ```
 #[derive(Clone)]
 pub struct Elicitation(Arc<dyn Fn(&Value) -> Value + Send + Sync>);
 

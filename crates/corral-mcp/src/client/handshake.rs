@@ -49,6 +49,13 @@ const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// Which handshake the server answered.
+///
+/// ```
+/// use corral_mcp::client::Era;
+///
+/// assert_eq!(serde_json::to_value(Era::Initialize)?, "initialize");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -60,6 +67,16 @@ pub enum Era {
 }
 
 /// What the handshake learnt about the server.
+///
+/// ```
+/// use corral_mcp::client::PeerInfo;
+///
+/// fn describe(peer: &PeerInfo) -> String {
+///     let name = peer.server_info.as_ref().map_or("?", |info| info.name.as_str());
+///     let tools = peer.capabilities.tools.is_some();
+///     format!("{name} ({:?}, {}), tools: {tools}", peer.era, peer.protocol_version)
+/// }
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct PeerInfo {

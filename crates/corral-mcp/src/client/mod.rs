@@ -27,6 +27,31 @@
 //!   reconnects. The count of live tasks is the crate's `tasks`.
 //! - [`rmcp`]: an `rmcp` transport whose server is a corral-owned tree, for
 //!   users of the `rmcp` client.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use corral_mcp::client::{CallOptions, ConnectOptions, Manager, Server, live_tasks, task_of};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let manager = Manager::new();
+//! let mut command = corral::Command::new("npx");
+//! command.args(["-y", "@modelcontextprotocol/server-everything"]);
+//! manager.connect("everything", Server::Stdio(command), ConnectOptions::default()).await?;
+//! let options = CallOptions::timeout(Duration::from_secs(30));
+//! match manager.call_tool("everything", "echo", None, &options).await {
+//!     // A server that ran it as a task names it in the result.
+//!     Ok(result) => println!("{result:?} (task {:?})", task_of(&result)),
+//!     // Never retried: the server may have acted on it.
+//!     Err(error) if error.effects_unknown() => eprintln!("outcome unknown: {error}"),
+//!     Err(error) => eprintln!("{error}"),
+//! }
+//! // Every server's whole tree is gone after this.
+//! manager.shutdown().await;
+//! assert_eq!(live_tasks(), 0);
+//! # Ok(())
+//! # }
+//! ```
 
 mod connection;
 mod dispatch;

@@ -28,6 +28,20 @@ pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
 pub const DEFAULT_STDERR_TAIL: usize = 4096;
 
 /// How one connection behaves.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use corral_mcp::client::{ConnectOptions, Elicitation};
+///
+/// let mut options = ConnectOptions::default();
+/// // A server that only speaks 2025-11-25, slow to start.
+/// options.legacy_only = true;
+/// options.initialize_timeout = Duration::from_secs(60);
+/// options.elicitation = Some(Elicitation::decline());
+/// options.tasks = true;
+/// assert_eq!(options.client_name, "corral");
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ConnectOptions {
@@ -101,6 +115,19 @@ impl Default for ConnectOptions {
 }
 
 /// How often, and how soon, a crashed server is started again.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use corral_mcp::client::{ConnectOptions, Reconnect};
+///
+/// let mut options = ConnectOptions::default();
+/// let mut reconnect = Reconnect::default();
+/// reconnect.attempts = 5;
+/// reconnect.backoff = Duration::from_millis(100);
+/// options.reconnect = reconnect;
+/// assert!(options.reconnect.max_backoff >= options.reconnect.backoff);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Reconnect {
@@ -134,6 +161,17 @@ impl Default for Reconnect {
 /// Hears the id of the task a call runs as, as soon as the server answered
 /// with one (before the call ends): a caller that may be killed can keep it
 /// somewhere and read the task again later.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+///
+/// use corral_mcp::client::{CallOptions, OnTask};
+///
+/// let kept = Arc::new(Mutex::new(None::<String>));
+/// let keep = kept.clone();
+/// let mut options = CallOptions::default();
+/// options.on_task = Some(OnTask::new(move |id| *keep.lock().unwrap() = Some(id.to_owned())));
+/// ```
 #[derive(Clone)]
 pub struct OnTask(Arc<dyn Fn(&str) + Send + Sync>);
 
@@ -155,6 +193,21 @@ impl std::fmt::Debug for OnTask {
 }
 
 /// How long one call may take, and who may cancel it.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use corral_mcp::client::CallOptions;
+/// use tokio_util::sync::CancellationToken;
+///
+/// let cancel = CancellationToken::new();
+/// // At most 10 minutes, and at most 30 seconds without a sign of life.
+/// let options = CallOptions::timeout(Duration::from_secs(600))
+///     .idle(Duration::from_secs(30))
+///     .cancel_on(cancel.clone());
+/// assert_eq!(options.idle_timeout, Some(Duration::from_secs(30)));
+/// assert!(options.cancel.is_some());
+/// ```
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct CallOptions {
@@ -212,6 +265,13 @@ pub const HTTP_IDLE_CONNECTIONS: usize = 16;
 /// How the streamable HTTP transport reaches its server. There is no total
 /// or read timeout: only the caller's deadline ([`CallOptions::timeout`])
 /// cuts a call short, however long its answer is held.
+///
+/// ```
+/// use corral_mcp::client::HttpOptions;
+///
+/// let options = HttpOptions::default().header("Authorization", "Bearer a-long-random-token");
+/// assert_eq!(options.headers, [("Authorization".to_owned(), "Bearer a-long-random-token".to_owned())]);
+/// ```
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct HttpOptions {

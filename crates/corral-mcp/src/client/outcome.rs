@@ -13,6 +13,13 @@ use std::{fmt, time::SystemTime};
 use crate::message::Id;
 
 /// Why a connection ended (what started its teardown).
+///
+/// ```
+/// use corral_mcp::client::Ended;
+///
+/// assert_eq!(Ended::Disconnected.to_string(), "the connection was closed");
+/// assert_ne!(Ended::Disconnected, Ended::Shutdown);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Ended {
@@ -51,6 +58,17 @@ impl fmt::Display for Ended {
 }
 
 /// How a call that did not return a result ended.
+///
+/// ```
+/// use corral_mcp::client::{CallError, TaskEnd};
+///
+/// let not_sent = CallError::NotSent { reason: "the connection was closed".into() };
+/// // Safe to try again: the server never saw it.
+/// assert!(!not_sent.effects_unknown());
+/// let lost = CallError::Task { task_id: "t-1".into(), end: TaskEnd::Lost, reason: "expired".into() };
+/// assert_eq!(lost.task_id(), Some("t-1"));
+/// assert_eq!(lost.to_string(), "task t-1 cannot be found again: expired");
+/// ```
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CallError {
@@ -127,6 +145,13 @@ impl CallError {
 }
 
 /// How a call that ran as a task ended without its result.
+///
+/// ```
+/// use corral_mcp::client::TaskEnd;
+///
+/// assert_eq!(TaskEnd::GivenUp.to_string(), "was given up");
+/// assert_eq!(TaskEnd::Working.to_string(), "is still working");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TaskEnd {
@@ -175,6 +200,18 @@ fn humantime(at: SystemTime) -> String {
 
 /// Why a connection could not be made. The server's whole tree is gone when
 /// this is returned.
+///
+/// ```
+/// use corral_mcp::client::{ConnectError, Manager};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let manager = Manager::new();
+/// let error = manager.disconnect("github").await.unwrap_err();
+/// assert!(matches!(&error, ConnectError::Unknown(name) if name == "github"));
+/// assert_eq!(error.to_string(), "no connection named \"github\"");
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConnectError {

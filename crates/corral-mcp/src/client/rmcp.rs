@@ -57,6 +57,27 @@ use crate::wrap::{error::WrapError, options::DEFAULT_CLOSE_GRACE};
 /// token, it never blocks or spawns). No report is kept then:
 /// [`FinishedWatch::wait`] returns `None`. Dropping a running rmcp client
 /// makes rmcp call `close` on its own task, so the report is kept there.
+///
+/// ```no_run
+/// use corral_mcp::client::rmcp::CorralProcess;
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut command = corral::Command::new("uvx");
+/// command.arg("mcp-server-git");
+/// let mut transport = CorralProcess::new(command)?;
+/// println!("server {} contained by {}", transport.id(), transport.backend());
+/// let report = transport.finished();
+/// // Without rmcp: the same close lifecycle, for the whole tree.
+/// transport.graceful_shutdown().await?;
+/// assert!(report.get().is_some());
+///
+/// let mut command = corral::Command::new("uvx");
+/// command.arg("mcp-server-git");
+/// let (transport, _stderr) = CorralProcess::builder(command).spawn()?;
+/// # drop(transport);
+/// # Ok(())
+/// # }
+/// ```
 pub struct CorralProcess {
     transport: AsyncRwTransport<RoleClient, ChildOutput, ChildStdin>,
     /// `None` once `close` has begun (it owns the child from then on).
@@ -68,6 +89,25 @@ pub struct CorralProcess {
 }
 
 /// Builds a [`CorralProcess`], as rmcp's `TokioChildProcessBuilder` does.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// use corral_mcp::client::rmcp::CorralProcess;
+///
+/// # fn demo() -> Result<(), corral_mcp::WrapError> {
+/// let mut command = corral::Command::new("npx");
+/// command.args(["-y", "@modelcontextprotocol/server-everything"]);
+/// let (transport, stderr) = CorralProcess::builder(command)
+///     .stderr(corral::Stdio::Piped)
+///     .close_grace(Duration::from_secs(5))
+///     .spawn()?;
+/// // The server's standard error, to read (or drop).
+/// assert!(stderr.is_some());
+/// # drop(transport);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct CorralProcessBuilder {
     command: Command,
@@ -78,6 +118,23 @@ pub struct CorralProcessBuilder {
 /// Where the [`Finished`] report of a [`CorralProcess`] arrives once its
 /// `close` has ended the tree. Cheap to clone; keep one before handing the
 /// transport to rmcp.
+///
+/// ```no_run
+/// use corral_mcp::client::rmcp::CorralProcess;
+/// use rmcp::ServiceExt as _;
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let transport = CorralProcess::new(corral::Command::new("mcp-server-fetch"))?;
+/// let mut report = transport.finished();
+/// let client = ().serve(transport).await?;
+/// assert!(report.get().is_none()); // still running
+/// drop(client); // rmcp closes the transport on its own task
+/// if let Some(finished) = report.wait().await {
+///     println!("{:?}, survivors: {:?}", finished.outcome, finished.report.survivors);
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct FinishedWatch(watch::Receiver<Option<Finished>>);
 

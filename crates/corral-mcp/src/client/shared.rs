@@ -68,6 +68,17 @@ struct Pending {
 }
 
 /// What the reader dropped or answered, by kind.
+///
+/// ```
+/// use corral_mcp::client::ReadStats;
+///
+/// // What a host may warn about once a connection ended.
+/// fn warning(stats: &ReadStats) -> Option<String> {
+///     let dropped = stats.dropped();
+///     (dropped > 0).then(|| format!("{dropped} of {} frames dropped ({} not JSON)", stats.messages + dropped, stats.not_json))
+/// }
+/// assert_eq!(warning(&ReadStats::default()), None);
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct ReadStats {

@@ -121,8 +121,17 @@ pub enum TransportError {
 /// Who may use the HTTP endpoint.
 ///
 /// ```
-/// use corral_mcp::serve::{Principal, transport::HttpAuth};
+/// use corral_mcp::serve::{
+///     Principal,
+///     transport::{Client, HttpAuth},
+/// };
 ///
+/// // Two clients, each with its own token (and runs).
+/// let two = HttpAuth::with_clients(vec![
+///     Client::new(Principal::new("alice"), "alice-token-0123456789"),
+///     Client::new(Principal::new("bob"), "bob-token-9876543210"),
+/// ]);
+/// assert_eq!(two.clients.len(), 2);
 /// // One client, `default`, from loopback only.
 /// let mut auth = HttpAuth::new("a-long-random-token");
 /// assert_eq!(auth.clients[0].principal, Principal::default());

@@ -55,6 +55,92 @@ pub use teardown::Teardown;
 ///
 /// Dropping it ends the connection (the whole teardown runs in its
 /// supervisor task; see [`Connection::close`] to wait for it).
+///
+/// Here the server is corral's own (`corral_mcp::serve`) at the other end of
+/// a pipe, in this process:
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use corral_mcp::client::{CallError, CallOptions, ConnectOptions, Connection, Ended, Era};
+/// use corral_mcp::serve::{CorralServer, Runner, ServeOptions};
+/// use rmcp::ServiceExt;
+/// use serde_json::json;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let (ours, theirs) = tokio::io::duplex(1 << 16);
+/// let server = CorralServer::new(Runner::new(ServeOptions::default())?);
+/// let serving = server.clone();
+/// tokio::spawn(async move {
+///     if let Ok(running) = serving.serve(theirs).await {
+///         let _ = running.waiting().await;
+///     }
+/// });
+///
+/// let (input, output) = tokio::io::split(ours);
+/// let connection = Connection::attach(input, output, ConnectOptions::default()).await?;
+/// assert_eq!(connection.peer().era, Era::Discover);
+/// assert_eq!(connection.server_pid(), None); // no process of ours
+///
+/// let options = CallOptions::timeout(Duration::from_secs(30));
+/// let tools = connection.list_tools(&options).await?;
+/// assert!(tools.iter().any(|tool| tool.name == "run"));
+/// // The tool's own error is a result; nothing was started for it.
+/// let arguments = json!({"argv": []}).as_object().cloned();
+/// let result = connection.call_tool("run", arguments, &options).await?;
+/// assert_eq!(result.is_error, Some(true));
+/// // Any request, answered as JSON.
+/// let listed = connection.request("tools/list", None, &options).await?;
+/// assert_eq!(listed["tools"].as_array().map(Vec::len), Some(tools.len()));
+/// assert!(connection.last_request_id().is_some());
+/// assert_eq!((connection.in_flight(), connection.stats().dropped()), (0, 0));
+///
+/// let teardown = connection.close().await.expect("a teardown");
+/// assert_eq!(teardown.ended, Ended::Disconnected);
+/// assert_eq!(connection.ended(), Some(Ended::Disconnected));
+/// let later = connection.call_tool("run", None, &options).await;
+/// assert!(matches!(later, Err(CallError::NotSent { .. })));
+/// server.runner().shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// A server spawned as an owned tree, an adopted one, or one over HTTP;
+/// a call that ran as a task, read again later:
+///
+/// ```no_run
+/// use corral_mcp::client::{CallOptions, ConnectOptions, Connection, HttpOptions};
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut command = corral::Command::new("npx");
+/// command.args(["-y", "@modelcontextprotocol/server-everything"]);
+/// let spawned = Connection::spawn(command, ConnectOptions::default()).await?;
+/// println!("server pid {:?}", spawned.server_pid());
+///
+/// let mut command = corral::Command::new("uvx");
+/// command.arg("mcp-server-git");
+/// command.stdin(corral::Stdio::Piped).stdout(corral::Stdio::Piped);
+/// let adopted = Connection::adopt(command.spawn()?, ConnectOptions::default()).await?;
+///
+/// let http = HttpOptions::default().header("Authorization", "Bearer a-long-random-token");
+/// let remote = Connection::http("http://127.0.0.1:8765/mcp", http, ConnectOptions::default()).await?;
+/// let options = CallOptions::default();
+/// let task = remote.get_task("a-task-id", &options).await?;
+/// println!("{task:?}");
+/// match remote.read_task("a-task-id", &options).await {
+///     Ok(result) => println!("{result:?}"),
+///     Err(error) => eprintln!("{error}"),
+/// }
+/// remote.cancel_task("a-task-id", &options).await?;
+///
+/// // Waits for the end, whatever ends it.
+/// let teardown = adopted.closed().await;
+/// println!("{teardown:?}");
+/// drop((spawned, remote));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct Connection {
     core: Arc<Core>,

@@ -24,6 +24,15 @@ use crate::client::{
 pub(super) const DRAIN: Duration = Duration::from_millis(250);
 
 /// What the teardown did.
+///
+/// ```
+/// use corral_mcp::client::Teardown;
+///
+/// fn report(teardown: &Teardown) -> String {
+///     let survivors = teardown.finished.as_ref().map_or(0, |finished| finished.report.survivors.len());
+///     format!("{} after {:?}: {} frames dropped, {survivors} survivors", teardown.ended, teardown.took, teardown.stats.dropped())
+/// }
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Teardown {

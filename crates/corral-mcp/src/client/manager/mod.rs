@@ -38,6 +38,16 @@ use crate::tasks::TaskCount;
 use super::options::backoff;
 
 /// How to reach a server again (what the manager keeps to reconnect).
+///
+/// ```
+/// use corral_mcp::client::{HttpOptions, Server};
+///
+/// let mut command = corral::Command::new("uvx");
+/// command.arg("mcp-server-git");
+/// let git = Server::Stdio(command);
+/// let remote = Server::Http { url: "http://127.0.0.1:8765/mcp".into(), options: HttpOptions::default() };
+/// # let _ = (git, remote);
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 // One per name, kept for reconnects: its size does not matter, and boxing
@@ -113,6 +123,44 @@ impl Drop for Inner {
 /// Named connections to MCP servers. Dropping the manager ends every
 /// connection (each tears down in its own task); [`Manager::shutdown`] also
 /// waits for them.
+///
+/// ```
+/// use corral_mcp::client::{ConnectError, Manager};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let manager = Manager::new();
+/// assert!(manager.connected().is_empty());
+/// assert!(!manager.contains("git") && manager.get("git").is_none());
+/// assert!(matches!(manager.disconnect("git").await, Err(ConnectError::Unknown(_))));
+/// assert!(manager.shutdown().await.is_empty());
+/// assert_eq!((manager.live_tasks(), manager.task_count().live()), (0, 0));
+/// # }
+/// ```
+///
+/// With servers:
+///
+/// ```no_run
+/// use corral_mcp::client::{CallOptions, ConnectOptions, Manager, Server};
+///
+/// # async fn demo(manager: Manager) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut command = corral::Command::new("uvx");
+/// command.arg("mcp-server-git");
+/// manager.connect("git", Server::Stdio(command), ConnectOptions::default()).await?;
+/// let tools = manager.list_tools("git", &CallOptions::default()).await?;
+/// let result = manager.call_tool("git", &tools[0].name, None, &CallOptions::default()).await?;
+/// // The connection, started again if the server crashed (bounded, single-flight).
+/// let connection = manager.live("git").await?;
+/// let again = manager.reconnect("git").await?;
+///
+/// let mut command = corral::Command::new("npx");
+/// command.args(["-y", "@modelcontextprotocol/server-everything"]);
+/// command.stdin(corral::Stdio::Piped).stdout(corral::Stdio::Piped);
+/// manager.adopt("everything", command.spawn()?, ConnectOptions::default()).await?;
+/// # let _ = (result, connection, again);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Default)]
 pub struct Manager {
     inner: Arc<Inner>,
