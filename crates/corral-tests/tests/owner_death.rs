@@ -321,6 +321,62 @@ fn group_owner_killed_while_running() {
     owner_killed_while_running("group", &["tree-ignore", "30"]);
 }
 
+/// The owner is killed in its spawn, after the leader started and before
+/// the leader was recorded (`hold-after-launch` holds it there for 10 s):
+/// the watchdog heard of the tree before the launch, so the tree, which it
+/// knows then only by its mark, is ended all the same. Told only after the
+/// spawn (as it was), a scanned tree ran on (docs/flakes.md (38)).
+fn owner_killed_during_the_spawn(backend: &str) {
+    become_subreaper();
+    let dir = ledger_dir(&format!("in-spawn-{backend}"));
+    let mut command = owner_command(&dir, &[backend], &["tree-ignore", "3"]);
+    command.env("CORRAL_FAULTS", "hold-after-launch");
+    let mut child = command.spawn().expect("spawn owner");
+    let owner = Proc::of(child.id() as i32).expect("the owner runs");
+    // The fixture and its three children (forks, named as it is), running
+    // while the owner holds in its spawn.
+    let mut tree: Vec<Proc> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tree.len() < 4 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+        tree = running_descendants(&[owner])
+            .into_iter()
+            .filter(|(_, _, cmd)| cmd.contains("tree-ignore"))
+            .filter_map(|(pid, _, _)| Proc::of(pid))
+            .collect();
+    }
+    let guard = Leftovers(tree.clone());
+    assert_eq!(tree.len(), 4, "{backend}: the tree did not start: {tree:?}");
+    assert!(owner.signal(Signal::KILL));
+    let _ = child.wait();
+    let gone = wait_gone(&tree, HANG);
+    assert!(
+        gone.is_ok(),
+        "{backend}: the tree ran on after its owner died in the spawn: {:?}",
+        gone.err()
+    );
+    drop(guard);
+    reap_children();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn subreaper_owner_killed_during_the_spawn() {
+    owner_killed_during_the_spawn("subreaper");
+}
+
+#[test]
+fn group_owner_killed_during_the_spawn() {
+    owner_killed_during_the_spawn("group");
+}
+
+#[test]
+fn cgroup_owner_killed_during_the_spawn() {
+    if cgroup_parent().is_some() {
+        owner_killed_during_the_spawn("cgroup");
+    }
+}
+
 /// The watchdog is killed first: the owner notices, starts a new one and tells
 /// it every live tree; the owner's death is then still covered.
 #[test]

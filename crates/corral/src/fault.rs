@@ -14,6 +14,7 @@
 //! | `leader-reaped-at-launch` | the launch waits (up to 10 s), right after the leader started and before anything else of the spawn, until something else reaped it (as a host's `waitpid(-1)` thread can) |
 //! | `slow-watchdog-restart` | a replaced watchdog is told nothing for 2 s after it started (an owner killed in that window: the state must already be in its socket) |
 //! | `fail-after-launch` | the spawn fails just after the leader started (as when descriptors or memory run out there), once the file named by `CORRAL_FAULT_WHEN` exists (waited for up to 10 s), so the command can start its tree first |
+//! | `hold-after-launch` | the spawn waits 10 s just after the leader started, before the leader is recorded (an owner killed in that window: the watchdog must already know the tree) |
 //! | `leader-reaped-first` | the spawn waits (up to 10 s) until the leader has exited and something else reaped it before it reads the leader's `/proc` entry, as when a host's `waitpid(-1)` thread wins that race |
 //! | `nsdelegate` | the cgroup v2 mount counts as mounted with `nsdelegate`, so the leader gets its own cgroup namespace (the kernel's refusal to let it out needs the real option) |
 //!
@@ -53,9 +54,13 @@ pub(crate) const fn active(_name: &str) -> bool {
     false
 }
 
-/// The `fail-after-launch` fault: an error once the file named by
-/// `CORRAL_FAULT_WHEN` exists (or 10 s have passed); `Ok` without the fault.
+/// The `hold-after-launch` fault: a 10 s wait. The `fail-after-launch`
+/// fault: an error once the file named by `CORRAL_FAULT_WHEN` exists (or
+/// 10 s have passed). `Ok` without them.
 pub(crate) fn after_launch() -> Result<(), crate::error::Error> {
+    if active("hold-after-launch") {
+        std::thread::sleep(std::time::Duration::from_secs(10));
+    }
     if !active("fail-after-launch") {
         return Ok(());
     }

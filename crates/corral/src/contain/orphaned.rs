@@ -85,14 +85,17 @@ impl Rule {
             .map(|who| who.pid)
             .collect();
         // Started after the leader: the leader's own identity is the bound
-        // whether or not it still holds. Never this process (it carries an
-        // outer tree's mark only, but a nested corral's ender carries the
-        // marks of the trees around it).
-        if let (Some(_), Some(leader)) = (&self.mark, self.leader) {
+        // whether or not it still holds. A record told before the leader was
+        // known (its owner died during the spawn) has no such bound: the
+        // mark alone names the tree (its id is this tree's only). Never this
+        // process (it carries an outer tree's mark only, but a nested
+        // corral's ender carries the marks of the trees around it).
+        if self.mark.is_some() {
+            let since = self.leader.map_or(0, |leader| leader.start_time);
             let me = sys::getpid();
             let marked: Vec<i32> = table
                 .iter()
-                .filter(|s| s.is_running() && s.start_time >= leader.start_time && s.pid != me)
+                .filter(|s| s.is_running() && s.start_time >= since && s.pid != me)
                 .filter(|s| !roots.contains(&s.pid) && marked(s))
                 .map(|s| s.pid)
                 .collect();

@@ -185,15 +185,16 @@ impl Registration {
     }
 
     /// Containment is prepared: the backend and the leaf actually used,
-    /// with its cgroup id. The watchdog hears of the id before the spawn: an
-    /// owner dying from here on has the leader (in the leaf) killed.
+    /// with its cgroup id. The watchdog hears of the tree before the spawn,
+    /// whatever the backend: an owner dying from here on, before the leader
+    /// is recorded, has the tree killed (a cgroup tree by its leaf, a
+    /// scanned one by its mark, which the leader carries from its first
+    /// instruction: `contain/mark.rs`). Told only after the spawn, a scanned
+    /// tree whose owner died in between ran on (docs/flakes.md (38)).
     pub(crate) fn prepared(&mut self, backend: Backend, cgroup: Option<(PathBuf, u64)>) {
         self.record.backend = backend;
-        let tell = cgroup.is_some();
         (self.record.cgroup, self.record.cgroup_id) = cgroup.unzip();
-        if tell {
-            self.tell_watchdog();
-        }
+        self.tell_watchdog();
     }
 
     /// After the spawn: the leader's identity completes the record.
