@@ -17,59 +17,17 @@ use std::{
 };
 
 use corral_tests::{Guard, Lines, Owned, Proc, Scratch, wait_until};
-use mcp_common::wrapper;
+use mcp_common::{HttpServer, wrapper};
 use serde_json::{Value, json};
 
 /// How long a start, a client or a wait may take.
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// A `corral mcp serve --http 127.0.0.1:0` that is listening, with the
-/// token in `token_file`.
-struct HttpServer {
-    child: Owned,
-    url: String,
-    _stderr: Lines,
-}
-
-impl HttpServer {
-    fn start(token_file: &Path) -> Self {
-        let mut child = Owned(
-            Command::new(wrapper())
-                .args([
-                    "mcp",
-                    "serve",
-                    "--http",
-                    "127.0.0.1:0",
-                    "--task-window",
-                    "300ms",
-                ])
-                .arg("--token-file")
-                .arg(token_file)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("starting corral mcp serve"),
-        );
-        let stderr = Lines::new(child.stderr.take().expect("stderr"));
-        let url = loop {
-            let line = stderr
-                .next(LIMIT)
-                .unwrap_or_else(|| panic!("corral mcp serve said no 'listening on' line"));
-            if let Some(url) = line.strip_prefix("corral mcp serve: listening on ") {
-                break url.to_owned();
-            }
-        };
-        Self {
-            child,
-            url,
-            _stderr: stderr,
-        }
-    }
-
-    fn proc(&self) -> Proc {
-        Proc::of(self.child.id() as i32).expect("the server runs")
-    }
+/// A listening `corral mcp serve --http 127.0.0.1:0` whose runs become
+/// tasks after 300 ms, with the token in `token_file`.
+fn serve(token_file: &Path) -> HttpServer {
+    let token_file = token_file.to_str().expect("a UTF-8 path");
+    HttpServer::start(&["--task-window", "300ms", "--token-file", token_file])
 }
 
 /// A token file as `--token-file` wants it (owner-only).
@@ -180,7 +138,7 @@ fn record_identity(file: &Path) -> String {
 fn a_task_outlives_its_killed_client_and_a_new_process_reads_the_whole_result() {
     let scratch = Scratch::new("mcp-task-survives-client");
     let token = "survival-token-0123456789";
-    let server = HttpServer::start(&token_file(&scratch, token));
+    let server = serve(&token_file(&scratch, token));
     let shell = "echo first-line; sleep 20; echo last-line";
     let (mut call, _stderr, id) = call_in_background(&server.url, token, shell);
     assert!(id.starts_with("task-"), "{id}");
@@ -228,7 +186,7 @@ fn with_the_server_killed_the_tree_is_gone_and_the_task_is_unknown() {
     let scratch = Scratch::new("mcp-task-server-killed");
     let token = "server-killed-token-0123456789";
     let tokens = token_file(&scratch, token);
-    let mut server = HttpServer::start(&tokens);
+    let mut server = serve(&tokens);
     let member = scratch.path("member");
     let shell = format!("{}; echo first-line; sleep 60", record_identity(&member));
     let (mut call, stderr, id) = call_in_background(&server.url, token, &shell);
@@ -236,7 +194,7 @@ fn with_the_server_killed_the_tree_is_gone_and_the_task_is_unknown() {
     let _cleanup = Guard::of([run]);
     assert!(run.is_alive(), "the run started");
 
-    let leader = server.proc();
+    let leader = Proc::of(server.child.id() as i32).expect("the server runs");
     assert!(leader.kill(), "SIGKILL to our server");
     server.child.wait().expect("the server reaped");
     assert!(
@@ -258,7 +216,7 @@ fn with_the_server_killed_the_tree_is_gone_and_the_task_is_unknown() {
     assert!(said.contains("cannot be found again"), "{said}");
 
     // Started again with the same token: the task is unknown.
-    let again = HttpServer::start(&tokens);
+    let again = serve(&tokens);
     let read = output({
         let mut command = client(&["task", "get"], &again.url, token);
         command.arg(&id);
