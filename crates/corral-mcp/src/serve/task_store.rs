@@ -8,11 +8,15 @@
 //! to the principal that started it, as background runs do: another one is
 //! told the task is unknown, as for an id that never existed. Ids are 128
 //! random bits. A finished task is kept for the TTL after its end, then
-//! dropped with its output; at most `max_tasks` are kept (the oldest
-//! finished one goes first; when every kept task still runs, a new long run
-//! is answered directly instead, as without the extension).
+//! dropped with its output; at most `max_tasks` are kept. To make room, the
+//! creator's own oldest finished task goes first, else one of a client
+//! holding more tasks than the creator (see [`room_for`]): one client
+//! starting many runs never pushes out another's results. When nothing can
+//! go, a new long run is answered directly instead, as without the
+//! extension.
 
 use std::{
+    cmp::Reverse,
     collections::HashMap,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
@@ -37,6 +41,9 @@ pub(crate) enum End {
     /// The run was cancelled (`tasks/cancel`, or the server's shutdown): its
     /// tree was ended; this says what is known.
     Cancelled(String),
+    /// The server failed to carry out the request (a command tool whose
+    /// command could not be started): the JSON-RPC error object.
+    Failed(JsonObject),
 }
 
 /// The tasks of one server.
@@ -87,16 +94,14 @@ impl TaskStore {
         let mut tasks = lock(&self.tasks);
         self.sweep(&mut tasks);
         if tasks.len() >= self.max {
-            let oldest = tasks
-                .iter()
-                .filter_map(|(id, entry)| entry.end.as_ref().map(|(_, at)| (*at, id.clone())))
-                .min();
-            match oldest {
-                Some((_, id)) => {
-                    tasks.remove(&id);
-                }
-                None => return Err(format!("{} tasks are running (--max-tasks)", self.max)),
-            }
+            let id = room_for(&tasks, owner).ok_or_else(|| {
+                format!(
+                    "{} tasks are kept (--max-tasks) and none can go: none is a finished one \
+                     of this client's or of a client holding more tasks than it",
+                    self.max
+                )
+            })?;
+            tasks.remove(&id);
         }
         let now = current_timestamp();
         let mut task = Task::new(id.clone(), TaskStatus::Working, now.clone(), now);
@@ -140,6 +145,13 @@ impl TaskStore {
                 )
             }
             End::Cancelled(why) => (TaskStatus::Cancelled, Some(why), TaskPayload::Cancelled),
+            End::Failed(error) => {
+                let message = error
+                    .get("message")
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned);
+                (TaskStatus::Failed, message, TaskPayload::Failed { error })
+            }
         };
         entry.task.status = status;
         entry.task.status_message = message;
@@ -201,6 +213,38 @@ impl TaskStore {
                 .is_none_or(|(_, at)| at.elapsed() < self.ttl)
         });
     }
+}
+
+/// The finished task that goes to make room for one more of `creator`'s:
+/// `creator`'s own oldest finished one; else the oldest finished one of
+/// the client holding the most tasks, if that client holds more than
+/// `creator` will (so pushing it out never leaves it holding fewer than
+/// `creator`). `None` when no finished task can go fairly: one client
+/// starting many runs can then push out only its own results, never
+/// another's.
+fn room_for(tasks: &HashMap<String, Entry>, creator: &Principal) -> Option<String> {
+    let finished = || {
+        tasks
+            .iter()
+            .filter_map(|(id, entry)| entry.end.as_ref().map(|(_, at)| (id, &entry.owner, *at)))
+    };
+    let own = finished()
+        .filter(|(_, owner, _)| *owner == creator)
+        .min_by_key(|(_, _, at)| *at);
+    if let Some((id, _, _)) = own {
+        return Some(id.clone());
+    }
+    let mut held: HashMap<&Principal, usize> = HashMap::new();
+    for entry in tasks.values() {
+        *held.entry(&entry.owner).or_default() += 1;
+    }
+    let creator_will_hold = held.get(creator).copied().unwrap_or(0) + 1;
+    // The biggest holder's oldest finished task.
+    finished()
+        .map(|(id, owner, at)| (held[owner], Reverse(at), id))
+        .filter(|(count, _, _)| *count > creator_will_hold)
+        .max()
+        .map(|(_, _, id)| id.clone())
 }
 
 /// Task `id` if `caller` owns it; otherwise the same error as for an id

@@ -115,3 +115,58 @@ fn a_finished_task_is_dropped_after_its_ttl() {
     store.finish("task-1", End::Cancelled(String::new()));
     assert!(store.get(&me, "task-1").is_err(), "finished, TTL 0: gone");
 }
+
+fn try_make(store: &TaskStore, id: &str, owner: &Principal) -> Result<Task, String> {
+    store.create(
+        id.into(),
+        owner,
+        CancellationToken::new(),
+        Latest::default(),
+        Duration::from_secs(10),
+    )
+}
+
+#[test]
+fn one_client_starting_many_runs_never_pushes_out_anothers_result() {
+    let store = store(4);
+    let (alice, mallory) = (Principal::new("alice"), Principal::new("mallory"));
+    make(&store, "alice-1", &alice);
+    store.finish("alice-1", End::Cancelled(String::new()));
+    for n in 1..=3 {
+        make(&store, &format!("mallory-{n}"), &mallory);
+    }
+    // Full: mallory's finished ones go first, however old alice's is.
+    store.finish("mallory-1", End::Cancelled(String::new()));
+    make(&store, "mallory-4", &mallory);
+    assert!(store.get(&mallory, "mallory-1").is_err(), "her own went");
+    assert!(store.get(&alice, "alice-1").is_ok(), "alice's result stays");
+    // Full again, none of mallory's finished: alice's result does not go.
+    let refused = try_make(&store, "mallory-5", &mallory).expect_err("no fair room");
+    assert!(refused.contains("--max-tasks"), "{refused}");
+    assert!(store.get(&alice, "alice-1").is_ok(), "alice's result stays");
+}
+
+#[test]
+fn a_client_holding_more_than_the_creator_gives_up_its_oldest_finished_task() {
+    let store = store(4);
+    let (alice, bob) = (Principal::new("alice"), Principal::new("bob"));
+    for n in 1..=4 {
+        make(&store, &format!("bob-{n}"), &bob);
+    }
+    store.finish("bob-3", End::Cancelled(String::new()));
+    store.finish("bob-2", End::Cancelled(String::new()));
+    make(&store, "alice-1", &alice);
+    assert!(
+        store.get(&bob, "bob-3").is_err(),
+        "bob's oldest finished went"
+    );
+    assert!(store.get(&bob, "bob-2").is_ok(), "only one went");
+    // Bob holds 3, alice 1: a second of alice's (she will hold 2) takes
+    // bob-2 (he keeps 2); a third (3 against his 2) finds no fair room.
+    make(&store, "alice-2", &alice);
+    assert!(store.get(&bob, "bob-2").is_err());
+    assert!(
+        try_make(&store, "alice-3", &alice).is_err(),
+        "bob holds no more than she would"
+    );
+}
