@@ -282,3 +282,45 @@ fn documented_examples_match_the_schema() {
         "spawn-failed example, top level"
     );
 }
+
+/// `--report-fd` on a socket, which is what Node.js hands a child for an
+/// extra `stdio: "pipe"` (reopening `/proc/self/fd/N` fails for one), and a
+/// descriptor open only for reading refused before the command runs.
+#[test]
+fn report_fd_accepts_a_socket_and_refuses_a_read_only_descriptor() {
+    let script = r#"
+import json, socket, subprocess, sys
+corral = sys.argv[1]
+mine, theirs = socket.socketpair()
+fd = theirs.fileno()
+child = subprocess.Popen([corral, "run", "--report-fd", str(fd), "--", "sh", "-c", "exit 3"],
+                         pass_fds=[fd])
+theirs.close()
+text = b""
+while chunk := mine.recv(65536):
+    text += chunk
+assert child.wait() == 3, child.returncode
+report = json.loads(text)
+assert report["exit_status"] == 3, report
+with open("/dev/null") as read_only:
+    refused = subprocess.run([corral, "run", "--report-fd", str(read_only.fileno()), "--",
+                              "sh", "-c", "echo ran"], pass_fds=[read_only.fileno()],
+                             capture_output=True, text=True)
+assert refused.returncode == 125, refused
+assert "ran" not in refused.stdout, refused
+assert "not open for writing a report" in refused.stderr, refused.stderr
+print("ok")
+"#;
+    let output = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(common::corral_path())
+        .output()
+        .expect("run python3");
+    assert!(
+        output.status.success() && output.stdout == b"ok\n",
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

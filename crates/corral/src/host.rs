@@ -30,6 +30,9 @@
 //! // A descriptor handed to this process, kept from every program it runs.
 //! let report = std::fs::File::open("/dev/null")?;
 //! host::close_on_exec(report.as_raw_fd())?;
+//! // Its own copy of it, to write to (a file, a pipe or a socket alike).
+//! let mine = std::fs::File::from(host::adopt(report.as_raw_fd())?);
+//! assert!(mine.metadata()?.file_type().is_char_device());
 //! // End with the parent.
 //! let parent = host::parent_pid();
 //! assert_eq!(host::signal_on_parent_death(Signal::TERM, parent)?, host::ParentWatch::Armed);
@@ -167,6 +170,19 @@ pub fn signal_on_parent_death(signal: Signal, parent: i32) -> io::Result<ParentW
 /// If `fd` is not open.
 pub fn close_on_exec(fd: i32) -> io::Result<()> {
     sys::set_cloexec(fd)
+}
+
+/// A descriptor of this process's own for descriptor `fd` that it was
+/// handed (`--report-fd 3`): a close-on-exec duplicate, numbered 3 or
+/// above, open on the same file, pipe or socket. For a front end that
+/// forbids `unsafe` to write to what it was given; reopening
+/// `/proc/self/fd/N` instead fails for a socket, which is what Node.js
+/// hands a child for an extra `stdio: "pipe"`.
+///
+/// # Errors
+/// `EBADF` if `fd` is not open; `EMFILE` if no descriptor is left.
+pub fn adopt(fd: i32) -> io::Result<std::os::fd::OwnedFd> {
+    sys::dup_raw(fd)
 }
 
 /// Whether `count` more descriptors can be opened now (taken and given back

@@ -80,11 +80,17 @@ impl Sink {
             }));
         }
         let Some(fd) = fd else { return Ok(None) };
-        // Reopening through /proc keeps this safe code: no raw descriptor is
-        // adopted. Works for files and pipes, not for sockets.
-        let file = OpenOptions::new()
-            .append(true)
-            .open(format!("/proc/self/fd/{fd}"))
+        // A copy of its own, open on what was handed over: a file, a pipe or
+        // a socket (Node.js gives a child's extra pipes as sockets).
+        let file = i32::try_from(fd)
+            .map_err(|_| std::io::Error::from(rustix::io::Errno::BADF))
+            .and_then(corral::host::adopt)
+            .and_then(
+                |own| match rustix::fs::fcntl_getfl(&own)? & rustix::fs::OFlags::RWMODE {
+                    rustix::fs::OFlags::RDONLY => Err(rustix::io::Errno::BADF.into()),
+                    _ => Ok(File::from(own)),
+                },
+            )
             .with_context(|| {
                 format!("file descriptor {fd} is not open for writing a report (--report-fd)")
             })?;

@@ -104,6 +104,23 @@ pub(crate) fn dup_above_stdio(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     Ok(rustix::io::fcntl_dupfd_cloexec(fd, 3)?)
 }
 
+/// A close-on-exec copy, numbered 3 or above, of descriptor `raw` that this
+/// process was handed (a file, a pipe or a socket alike: the copy shares
+/// what the original is open on, where reopening `/proc/self/fd/N` fails
+/// for a socket).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/fcntl.2.html>
+pub(crate) fn dup_raw(raw: i32) -> io::Result<OwnedFd> {
+    if raw < 0 {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    // SAFETY: the number is only borrowed for this one `fcntl`, which
+    // touches no memory; on a number that is not open it fails with `EBADF`.
+    let fd = unsafe { BorrowedFd::borrow_raw(raw) };
+    dup_above_stdio(fd)
+}
+
 /// Sets close-on-exec on descriptor `raw` (`fcntl(F_SETFD, FD_CLOEXEC)`), so
 /// programs this process executes do not inherit it.
 ///

@@ -30,8 +30,8 @@ pub(crate) use errno::{
     is_unsupported,
 };
 pub(crate) use files::{
-    Reserve, async_fd_or_back, dup_above_stdio, is_executable_file, open_dir, open_events, pipe,
-    read_from_start, send_now, set_cloexec, stdout_to_null,
+    Reserve, async_fd_or_back, dup_above_stdio, dup_raw, is_executable_file, open_dir, open_events,
+    pipe, read_from_start, send_now, set_cloexec, stdout_to_null,
 };
 pub(crate) use memory::fixed_mmap_threshold;
 pub(crate) use pidfd::{
