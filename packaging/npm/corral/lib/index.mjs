@@ -3,11 +3,8 @@
 // wrap` with the official TypeScript SDK's StdioClientTransport
 // (guardedStdio). Types: index.d.mts. See docs/npm.md.
 
-import { execFileSync, spawn } from "node:child_process";
-import fs from "node:fs";
-import net from "node:net";
+import { spawn } from "node:child_process";
 import os from "node:os";
-import path from "node:path";
 
 import binary from "./binary.js";
 
@@ -48,22 +45,14 @@ export async function run(argv, options = {}) {
     }
     const corral = options.corral ?? corralPath();
     const args = ["run", ...runOptions(options), "--report-fd", "3", "--", ...argv];
-    const report = openReportPipe();
     const input = options.input;
-    let child;
-    try {
-        child = spawn(corral, args, {
-            cwd: options.cwd,
-            env: options.env,
-            stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe", report.writeFd],
-        });
-    } catch (error) {
-        fs.closeSync(report.readFd);
-        throw error;
-    } finally {
-        fs.closeSync(report.writeFd);
-    }
-    const reader = new net.Socket({ fd: report.readFd, readable: true, writable: false });
+    // Descriptor 3: node makes it a socket pair, which `--report-fd` takes.
+    const child = spawn(corral, args, {
+        cwd: options.cwd,
+        env: options.env,
+        stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe", "pipe"],
+    });
+    const reader = child.stdio[3];
 
     const stdout = collect(child.stdout);
     const stderr = collect(child.stderr);
@@ -189,32 +178,6 @@ function pushDuration(args, flag, value) {
         args.push(flag, value);
     } else {
         throw new TypeError(`${flag}: give seconds (a number) or a string such as "1m30s", not ${typeof value}`);
-    }
-}
-
-/**
- * A pipe for `--report-fd 3`. corral refuses a socket there, and the
- * extra streams node's spawn makes are socket pairs, so this is a FIFO,
- * opened at both ends and unlinked at once: only this process and corral
- * hold it.
- */
-function openReportPipe() {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "corral-report-"));
-    try {
-        const fifo = path.join(dir, "report");
-        try {
-            execFileSync("mkfifo", ["-m", "600", fifo], { stdio: ["ignore", "ignore", "pipe"] });
-        } catch (error) {
-            throw new CorralError(`cannot make the pipe for corral's report (mkfifo ${fifo}): ${error.message}`, {
-                cause: error,
-            });
-        }
-        // Non-blocking, so the open does not wait for a writer.
-        const readFd = fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
-        const writeFd = fs.openSync(fifo, fs.constants.O_WRONLY);
-        return { readFd, writeFd };
-    } finally {
-        fs.rmSync(dir, { recursive: true, force: true });
     }
 }
 
