@@ -1176,14 +1176,39 @@ fn a_member_forking_outside_the_group_is_stopped_whole_without_a_runtime_subreap
 
 /// Waiting for the tree to empty is driven by the kernel's notification
 /// (cgroup: `cgroup.events`) or a backed-off poll (scanned backends), so a
-/// one-second grace costs the supervisor little CPU. A wait that returned at
-/// once would have the termination loop spin for the whole grace. The CPU
-/// is read as `SIGTERM` goes and as `SIGKILL` goes (the grace between), not
-/// over the whole run: the spawn's own cost is not the wait's, and under
-/// emulation (the QEMU lane) on a loaded host it alone exceeded the bound
-/// (`docs/flakes.md`).
+/// grace costs the supervisor CPU that does not grow with its length. A wait
+/// that returned at once would have the termination loop spin for the whole
+/// grace. The CPU is read as `SIGTERM` goes and as `SIGKILL` goes (the grace
+/// between) in two runs, a 1 s grace and a 5 s one, and only the difference
+/// is judged: what a signal step costs, and what else this process does
+/// meanwhile (the start-up sweep's thread, in its first run), is the same in
+/// both and drops out. Under emulation on a loaded host (the QEMU lane) that
+/// fixed part alone came to 850 ms, more than a bound on one run could
+/// allow (`docs/flakes.md` (39)); a spinning wait adds most of the 4 s.
 async fn waits_without_spinning(backend: Backend) {
-    let grace = Duration::from_secs(1);
+    let (short, long) = (Duration::from_secs(1), Duration::from_secs(5));
+    let Some(in_short) = cpu_during_the_grace(backend, short).await else {
+        return;
+    };
+    let Some(in_long) = cpu_during_the_grace(backend, long).await else {
+        return;
+    };
+    let grown = in_long.saturating_sub(in_short);
+    println!(
+        "{backend}: {in_short:?} of CPU during a {short:?} grace, {in_long:?} during a {long:?} one"
+    );
+    assert!(
+        grown < (long - short) / 4,
+        "the supervisor's CPU grew by {grown:?} with {:?} more grace ({in_short:?} during \
+         {short:?}, {in_long:?} during {long:?}): the wait spins",
+        long - short
+    );
+}
+
+/// The supervisor's CPU between `SIGTERM` and `SIGKILL` of a tree that
+/// ignores `SIGTERM`, with `grace` between them; `None` where the backend
+/// cannot run (said).
+async fn cpu_during_the_grace(backend: Backend, grace: Duration) -> Option<Duration> {
     let marks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = std::sync::Arc::clone(&marks);
     let result = Command::new(fixture_path())
@@ -1197,9 +1222,7 @@ async fn waits_without_spinning(backend: Backend) {
         })
         .run()
         .await;
-    let Some(finished) = or_skip(result, backend) else {
-        return;
-    };
+    let finished = or_skip(result, backend)?;
     let procs = parse_ready(finished.stdout.text().lines().next().unwrap_or_default());
     let _cleanup = Guard::of(procs);
     assert!(finished.report.escalated, "SIGTERM is ignored: escalated");
@@ -1211,12 +1234,7 @@ async fn waits_without_spinning(backend: Backend) {
             .map(|&(_, cpu)| cpu)
             .unwrap_or_else(|| panic!("no {wanted} was sent: {marks:?}"))
     };
-    let spent = at(Signal::KILL) - at(Signal::TERM);
-    println!("{backend}: {spent:?} of CPU during the grace");
-    assert!(
-        spent < grace / 2,
-        "the supervisor used {spent:?} of CPU during a {grace:?} grace"
-    );
+    Some(at(Signal::KILL) - at(Signal::TERM))
 }
 
 backend_tests!(waits_without_spinning() {
