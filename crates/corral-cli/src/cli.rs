@@ -700,6 +700,22 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub audit: Option<PathBuf>,
 
+    /// Offer the tools of FILE besides the generic ones: each a fixed
+    /// command the operator chose, with typed arguments that fill {name}
+    /// placeholders inside its argv elements (never through a shell), run
+    /// as a run of this server (roots, limits, audit). Read once at start;
+    /// like a --token-file, owned by the server's user or root and
+    /// writable by nobody else, in directories only they can change (others
+    /// may read it). Format: docs/mcp.md, "Tools files".
+    #[arg(long, value_name = "FILE")]
+    pub tools: Option<PathBuf>,
+
+    /// Offer only the tools of the --tools file, not run, list_runs,
+    /// read_run, wait_run and kill_run: the agent can run only the
+    /// operator's commands.
+    #[arg(long, requires = "tools")]
+    pub tools_only: bool,
+
     /// Run every command as USER, with USER's primary group or GROUP
     /// (names from /etc/passwd and /etc/group, or numbers), and no
     /// supplementary groups. Root only. Under root, such a command cannot
@@ -739,7 +755,8 @@ fn serve_after_help() -> String {
         "{}\n\
          Examples:\n  \
            corral mcp serve --root ~/src/project\n  \
-           corral mcp serve --http 127.0.0.1:8080 --token-file ~/.config/corral/token\n\n\
+           corral mcp serve --http 127.0.0.1:8080 --token-file ~/.config/corral/token\n  \
+           corral mcp serve --tools /etc/corral/tools.json --tools-only\n\n\
          Over stdio, stdout carries only MCP frames; logs go to stderr. See docs/mcp.md.",
         exit::SERVE.help()
     )

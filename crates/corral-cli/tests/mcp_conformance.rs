@@ -214,17 +214,31 @@ fn json_schema_2020_12_preservation() {
 /// --http`, judged against tests/conformance/server-baseline.yml: the suite
 /// fails the run on a failure that file does not list and on a listed one
 /// that passes, so the file is the exact record of what fails (docs/mcp.md,
-/// "Conformance"). The suite sends no bearer token; a proxy adds the
-/// server's, as a TLS proxy in front of it would in use.
+/// "Conformance"). The server offers the suite's tool names (greet,
+/// slow_compute, failing_job, protocol_error_job) as command tools of
+/// tests/conformance/suite-tools.json (`--tools`). The suite sends no
+/// bearer token; a proxy adds the server's, as a TLS proxy in front of it
+/// would in use.
 #[test]
 fn server_scenarios_fail_only_as_recorded() {
     if !installed() {
         return;
     }
-    let server = HttpServer::start(&[]);
-    let proxy = auth_proxy::start(server.address(), &server.token);
     let scratch = Scratch::new("conformance-server");
     fs::create_dir_all(&scratch.0).expect("scratch dir");
+    // The suite's own tool names, as operator-defined command tools. Copied
+    // to a file of this user's, writable by nobody else (as `--tools`
+    // wants), whoever owns the checkout and whatever its umask.
+    let tools = scratch.path("suite-tools.json");
+    fs::copy(
+        corral_tests::manifest_dir!().join("tests/conformance/suite-tools.json"),
+        &tools,
+    )
+    .expect("copy the tools file");
+    fs::set_permissions(&tools, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .expect("chmod 644");
+    let server = HttpServer::start(&["--tools", tools.to_str().expect("a UTF-8 path")]);
+    let proxy = auth_proxy::start(server.address(), &server.token);
     let baseline = corral_tests::manifest_dir!().join("tests/conformance/server-baseline.yml");
     let url = format!("http://{proxy}/mcp");
     let (status, said) = run_suite(

@@ -1,5 +1,6 @@
 //! Files only the server's own user (or root) could have written: the
-//! `--token-file` files and the `--audit` log.
+//! `--token-file` files and the `--audit` log (and, readable by others but
+//! writable by nobody else, the `--tools` file: code the server runs).
 //!
 //! A token file chooses who may run commands as the server's user, often
 //! root; the audit log holds every run's command line (secrets in `argv`
@@ -85,6 +86,31 @@ pub enum Access {
 /// The file or a directory above it fails the rule (kind
 /// `PermissionDenied`, the text names it and the fix), or cannot be opened.
 pub fn open(path: &Path, access: Access) -> io::Result<File> {
+    open_checked(path, access, Closed::ToRead)
+}
+
+/// Opens `path` for reading if only this process's effective user or root
+/// could have written it: the module's rule, except that group and others
+/// may read the file (they still may not write it). `corral mcp serve
+/// --tools` reads its tools file so: the file is code the server runs, not
+/// a secret.
+///
+/// # Errors
+/// As [`open`].
+pub(crate) fn open_unwritable(path: &Path) -> io::Result<File> {
+    open_checked(path, Access::Read, Closed::ToWrite)
+}
+
+/// What a file must be closed to, for group and others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closed {
+    /// Reading and writing (mode 600 or stricter): a secret.
+    ToRead,
+    /// Writing (mode 644 or stricter): code, not a secret.
+    ToWrite,
+}
+
+fn open_checked(path: &Path, access: Access, closed: Closed) -> io::Result<File> {
     let me = rustix::process::geteuid().as_raw();
     let name = path.file_name().ok_or_else(|| {
         refused(format!(
@@ -99,7 +125,7 @@ pub fn open(path: &Path, access: Access) -> io::Result<File> {
     let dir = open_directory(dir, me)?;
     check_directories(&dir, me)?;
     let fd = open_in(&dir, name, access)?;
-    check_file(&fd, path, me)?;
+    check_file(&fd, path, me, closed)?;
     Ok(File::from(fd))
 }
 
@@ -297,7 +323,7 @@ fn check_directory(dir: &OwnedFd, stat: &Stat, me: u32) -> io::Result<()> {
 
 /// The opened file: regular, one name, owned by `me` or root, closed to
 /// group and others.
-fn check_file(fd: &OwnedFd, path: &Path, me: u32) -> io::Result<()> {
+fn check_file(fd: &OwnedFd, path: &Path, me: u32, closed: Closed) -> io::Result<()> {
     let shown = path.display();
     let stat = fstat(fd)?;
     let kind = FileType::from_raw_mode(stat.st_mode);
@@ -317,9 +343,16 @@ fn check_file(fd: &OwnedFd, path: &Path, me: u32) -> io::Result<()> {
             described(me)
         )));
     }
-    if mode & 0o077 != 0 {
+    if closed == Closed::ToRead && mode & 0o077 != 0 {
         return Err(refused(format!(
             "open to group or others (owned by {}, mode {mode:03o}): run chmod 600 {shown}",
+            described(owner)
+        )));
+    }
+    if closed == Closed::ToWrite && mode & 0o022 != 0 {
+        return Err(refused(format!(
+            "writable by group or others (owned by {}, mode {mode:03o}): they could change \
+             what the server runs; run chmod go-w {shown}",
             described(owner)
         )));
     }

@@ -15,7 +15,7 @@ use anyhow::{Context, bail};
 use corral_mcp::{
     private_file::{self, Access},
     serve::{
-        CorralServer, Principal, Runner, ServeOptions,
+        CommandTools, CorralServer, Principal, Runner, ServeOptions,
         transport::{self, Client, HttpAuth},
     },
 };
@@ -68,6 +68,9 @@ pub fn serve(args: ServeArgs, parent: i32) -> anyhow::Result<Status> {
     startup::keep_inherited_descriptors()?;
     let transport = transport_of(&args)?;
     let mut options = options_of(&args);
+    if let Some(path) = &args.tools {
+        options.tools = CommandTools::load(path)?;
+    }
     run_as(args.user.as_deref(), &mut options)?;
     check_limits(&options.tree_limits, options.backend)?;
     startup::supervisor(&ReportArgs::default(), args.verbose)?;
@@ -173,6 +176,7 @@ fn options_of(args: &ServeArgs) -> ServeOptions {
     options.backend = args.backend;
     options.audit.clone_from(&args.audit);
     options.tree_limits = args.limits.limits();
+    options.tools_only = args.tools_only;
     options
 }
 

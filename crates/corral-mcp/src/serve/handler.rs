@@ -7,10 +7,10 @@
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-        GetTaskParams, GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams,
-        ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig,
-        UpdateTaskParams,
+        CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+        ClientCapabilities, ContentBlock, GetTaskParams, GetTaskResult, Implementation,
+        ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
+        ServerCapabilities, ServerConfig, UpdateTaskParams,
     },
     service::RequestContext,
 };
@@ -112,6 +112,11 @@ impl ServerHandler for CorralServer {
             }),
         };
         drop(progress_tx);
+        if !call.tasks && self.runner.requires_tasks(&request.name) {
+            return Err(ErrorData::missing_required_client_capability(
+                ClientCapabilities::builder().enable_tasks().build(),
+            ));
+        }
         let arguments = request.arguments.unwrap_or_default();
         let runner = self.runner.clone();
         let name = request.name.to_string();

@@ -11,7 +11,9 @@
 //!   `roots`: where a command may run; `output`: what is kept of a stream.
 //! - `run`: one command, from the checked request to its result.
 //! - `runs`: the background runs and the concurrency limit.
-//! - `tools`: the tool definitions and the dispatch from a call to the above.
+//! - `tools`: the tool definitions and the dispatch from a call to the above;
+//!   `command_tools`: the operator's own tools (`--tools FILE`), each a fixed
+//!   command with typed arguments.
 //! - `task_store`: the runs answered as MCP tasks (the Tasks extension).
 //! - `audit`: one JSON line per run; `handler`: the rmcp glue.
 //! - [`transport`]: stdio, and streamable HTTP behind a bearer token.
@@ -32,6 +34,7 @@
 //! ```
 
 mod audit;
+mod command_tools;
 mod handler;
 pub(crate) mod output;
 pub(crate) mod request;
@@ -49,6 +52,7 @@ use rmcp::model::{CallToolResponse, CallToolResult, Tool};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+pub use command_tools::CommandTools;
 pub use handler::CorralServer;
 
 /// The default cap on each stream of a run's output kept in its result.
@@ -127,6 +131,13 @@ pub struct ServeOptions {
     pub task_ttl: Duration,
     /// How many tasks are kept at once, running and finished.
     pub max_tasks: usize,
+    /// The operator's command tools (`--tools FILE`), offered besides the
+    /// generic ones (or alone, with [`ServeOptions::tools_only`]).
+    pub tools: CommandTools,
+    /// Offer only [`ServeOptions::tools`], not `run`, `list_runs`,
+    /// `read_run`, `wait_run` and `kill_run`: a call of one of those is
+    /// then a tool not found.
+    pub tools_only: bool,
 }
 
 impl Default for ServeOptions {
@@ -148,6 +159,8 @@ impl Default for ServeOptions {
             task_window: Some(DEFAULT_TASK_WINDOW),
             task_ttl: DEFAULT_TASK_TTL,
             max_tasks: DEFAULT_MAX_TASKS,
+            tools: CommandTools::default(),
+            tools_only: false,
         }
     }
 }
@@ -327,6 +340,15 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+    /// The tools file cannot be used (read, parsed, or checked against
+    /// the other options).
+    #[error("--tools {path}: {why}")]
+    Tools {
+        /// The file.
+        path: PathBuf,
+        /// Why, naming the tool and the rule, or the fix.
+        why: String,
+    },
 }
 
 /// The server's state: options, roots, background runs, the concurrency
@@ -364,7 +386,10 @@ impl Runner {
     ///
     /// # Errors
     /// A root that does not exist or is not a directory; an audit file that
-    /// cannot be opened for appending.
+    /// cannot be opened for appending; a command tool that does not fit the
+    /// other options (its name is a generic tool's, its timeout is above
+    /// the maximum, its `cwd` is outside the roots, it needs tasks and
+    /// tasks are off), or `tools_only` with no command tools.
     pub fn new(options: ServeOptions) -> Result<Self, ServeError> {
         Ok(Self {
             inner: Arc::new(runs::Shared::new(options)?),
@@ -373,7 +398,7 @@ impl Runner {
 
     /// The tools this server offers.
     pub fn tools(&self) -> Vec<Tool> {
-        tools::list()
+        tools::list(&self.inner.options)
     }
 
     /// Calls tool `name`. Bad arguments give a tool error naming the field
@@ -404,6 +429,17 @@ impl Runner {
         context: CallContext,
     ) -> CallToolResponse {
         tools::call(&self.inner, name, arguments, context).await
+    }
+
+    /// Whether tool `name` is always answered with a task (a command tool
+    /// whose `task_support` is `required`): a request that did not declare
+    /// the Tasks extension is refused with `-32021`.
+    pub(crate) fn requires_tasks(&self, name: &str) -> bool {
+        self.inner
+            .options
+            .tools
+            .get(name)
+            .is_some_and(|tool| tool.task_support == command_tools::TaskSupport::Required)
     }
 
     /// The runs answered as MCP tasks.

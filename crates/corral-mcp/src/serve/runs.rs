@@ -99,6 +99,7 @@ impl Shared {
     pub(crate) fn new(options: ServeOptions) -> Result<Self, ServeError> {
         let roots =
             Roots::new(&options.roots).map_err(|(path, why)| ServeError::Root { path, why })?;
+        super::command_tools::check_options(&options, &roots)?;
         let audit = match &options.audit {
             Some(path) => Some(Audit::open(path).map_err(|source| ServeError::Audit {
                 path: path.clone(),

@@ -14,7 +14,8 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use super::{
-    CallContext, Principal,
+    CallContext, Principal, ServeOptions,
+    command_tools::{CommandTool, GENERIC, TaskSupport},
     request::{self, FieldError, RunArgs},
     run::{self, Ended, Kept, Plan, RING, lock},
     runs::{Background, Refused, Shared},
@@ -27,8 +28,41 @@ const WAIT_DEFAULT: Duration = Duration::from_secs(30);
 /// What `read_run` returns at most per stream when it names no cap.
 const READ_DEFAULT: usize = 64 << 10;
 
-/// The tool definitions.
-pub(crate) fn list() -> Vec<Tool> {
+/// The tools offered: the generic ones (unless `tools_only`), then the
+/// operator's command tools.
+pub(crate) fn list(options: &ServeOptions) -> Vec<Tool> {
+    let mut tools = if options.tools_only {
+        Vec::new()
+    } else {
+        generic()
+    };
+    tools.extend(options.tools.iter().map(command_tool));
+    tools
+}
+
+/// A command tool's definition. rmcp's `Tool` (protocol 2026-07-28) has no
+/// `execution` field, so the description says when a call becomes a task.
+fn command_tool(tool: &CommandTool) -> Tool {
+    let tasks = match tool.task_support {
+        TaskSupport::Forbidden => "",
+        TaskSupport::Optional => {
+            " (A call may be answered with an MCP task when it declares the Tasks extension.)"
+        }
+        TaskSupport::Required => {
+            " (Always answered with an MCP task: the call must declare the Tasks extension.)"
+        }
+    };
+    let mut definition = Tool::new(
+        tool.name.clone(),
+        format!("{}{tasks}", tool.description),
+        tool.schema(),
+    );
+    definition.title.clone_from(&tool.title);
+    definition
+}
+
+/// The generic tool definitions.
+fn generic() -> Vec<Tool> {
     let duration = json!({
         "description": "seconds as a number, or a duration string such as \"1.5s\", \"2m\", \"500ms\"",
         "oneOf": [{"type": "number", "minimum": 0}, {"type": "string"}]
@@ -127,6 +161,15 @@ pub(crate) async fn call(
     arguments: Map<String, Value>,
     context: CallContext,
 ) -> CallToolResponse {
+    if let Some(tool) = shared.options.tools.get(name) {
+        return match command(shared, tool, &arguments, context).await {
+            Ok(response) => response,
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into(),
+        };
+    }
+    if shared.options.tools_only && GENERIC.contains(&name) {
+        return not_found(shared, name);
+    }
     let outcome = match name {
         "run" => run(shared, &arguments, context).await,
         "list_runs" => {
@@ -147,17 +190,119 @@ pub(crate) async fn call(
                 .map(Into::into),
             Err(error) => Err(error),
         },
-        other => Err(FieldError {
-            field: "name".into(),
-            rule: format!(
-                "no tool {other:?}; the tools are run, list_runs, read_run, wait_run, kill_run"
-            ),
-        }),
+        other => return not_found(shared, other),
     };
     match outcome {
         Ok(response) => response,
         Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into(),
     }
+}
+
+/// The answer to a call of a tool this server does not offer, naming the
+/// ones it does.
+fn not_found(shared: &Shared, name: &str) -> CallToolResponse {
+    let offered: Vec<String> = list(&shared.options)
+        .into_iter()
+        .map(|tool| tool.name.to_string())
+        .collect();
+    let text = format!(
+        "`name`: no tool {name:?}; the tools are {}",
+        offered.join(", ")
+    );
+    CallToolResult::error(vec![ContentBlock::text(text)]).into()
+}
+
+/// A call of the operator's command tool `tool`: its arguments put into its
+/// argv, then run as a `run` of the server (same roots, limits, audit,
+/// owner), answered with a task as `task_support` says.
+async fn command(
+    shared: &Arc<Shared>,
+    tool: &CommandTool,
+    arguments: &Map<String, Value>,
+    context: CallContext,
+) -> Result<CallToolResponse, FieldError> {
+    let argv = tool.argv(arguments)?;
+    let args = RunArgs {
+        program: request::Program::Argv(argv),
+        cwd: tool.cwd.clone(),
+        env: tool.env.clone(),
+        stdin: String::new(),
+        timeout: tool.timeout,
+        kill_after: None,
+        background: false,
+    };
+    let window = match tool.task_support {
+        TaskSupport::Forbidden => None,
+        TaskSupport::Optional => tool.task_window.or(shared.options.task_window),
+        TaskSupport::Required if !context.tasks => {
+            return Err(FieldError {
+                field: "name".into(),
+                rule: format!(
+                    "{} is always answered with an MCP task, and this call did not declare the \
+                     Tasks extension (io.modelcontextprotocol/tasks, protocol 2026-07-28)",
+                    tool.name
+                ),
+            });
+        }
+        TaskSupport::Required => Some(Duration::ZERO),
+    };
+    start(shared, &args, context, window, Shape::Command).await
+}
+
+/// How a run's end is told: as `run` tells it (a tool error only when
+/// corral failed), or as a command tool (a tool error unless the command
+/// exited 0; its output as the text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Run,
+    Command,
+}
+
+impl Shape {
+    fn answer(self, ended: &Ended) -> CallToolResult {
+        match self {
+            Shape::Run => of_ended(ended),
+            Shape::Command => of_command(ended),
+        }
+    }
+
+    /// How a task's run ended. A command tool whose command could not be
+    /// started (the operator's command, not the caller's) fails its task
+    /// with an internal error; `run`'s is a result, the caller's mistake.
+    fn end(self, ended: &Ended) -> End {
+        if ended.result["outcome"] == "cancelled" {
+            return End::Cancelled(format!("effects unknown: {}", ended.text));
+        }
+        if self == Shape::Command && ended.failed {
+            let mut error = Map::new();
+            error.insert("code".into(), json!(-32603));
+            error.insert("message".into(), json!(ended.text));
+            error.insert("data".into(), ended.result.clone());
+            return End::Failed(error);
+        }
+        End::Result(self.answer(ended))
+    }
+}
+
+/// A command tool's result: the output as the text (stdout, then stderr as
+/// a block of its own), a tool error unless the command exited 0 (the
+/// text is then the run's headline and output); the structured content is
+/// `run`'s.
+fn of_command(ended: &Ended) -> CallToolResult {
+    let value = &ended.result;
+    let succeeded = !ended.failed && value["outcome"] == "exited" && value["exit_code"] == 0;
+    if !succeeded {
+        return result(value.clone(), ended.text.clone(), true);
+    }
+    let text = |field: &str| value[field].as_str().unwrap_or_default().to_owned();
+    let mut content = vec![ContentBlock::text(text("stdout"))];
+    let stderr = text("stderr");
+    if !stderr.is_empty() {
+        content.push(ContentBlock::text(format!("stderr:\n{stderr}")));
+    }
+    let mut answer = CallToolResult::success(content);
+    answer.structured_content = Some(value.clone());
+    answer
 }
 
 /// A result whose structured content is `value` and text is `text`.
@@ -270,7 +415,27 @@ async fn run(
     context: CallContext,
 ) -> Result<CallToolResponse, FieldError> {
     let args = request::run_args(arguments)?;
-    let plan = plan(shared, &args)?;
+    start(
+        shared,
+        &args,
+        context,
+        shared.options.task_window,
+        Shape::Run,
+    )
+    .await
+}
+
+/// Runs `args` under the server's limits: in the background, or in the
+/// foreground answered as `shape` says, with a task when the request
+/// declared the Tasks extension and the run is not done within `window`.
+async fn start(
+    shared: &Arc<Shared>,
+    args: &RunArgs,
+    context: CallContext,
+    window: Option<Duration>,
+    shape: Shape,
+) -> Result<CallToolResponse, FieldError> {
+    let plan = plan(shared, args)?;
     // Counted before the permit: a shutdown that starts meanwhile waits for
     // this run too (or refuses it).
     let alive = shared.active.enter();
@@ -326,8 +491,9 @@ async fn run(
         let value = json!({"run_id": id, "state": "running"});
         return Ok(result(value, format!("started in the background as {id}"), false).into());
     }
-    if let (true, Some(window)) = (context.tasks, shared.options.task_window) {
-        return Ok(run_or_task(shared, plan, context, alive, permit, cancel, window).await);
+    if let (true, Some(window)) = (context.tasks, window) {
+        let how = How { window, shape };
+        return Ok(run_or_task(shared, plan, context, alive, permit, cancel, how).await);
     }
     let _alive = alive;
     let kept = Arc::new(Mutex::new(Kept::new(plan.max_output, 0)));
@@ -346,7 +512,14 @@ async fn run(
     if let Some(hold) = &context.hold {
         hold.keep(permit);
     }
-    Ok(of_ended(&ended).into())
+    Ok(shape.answer(&ended).into())
+}
+
+/// When a foreground run becomes a task, and how its end is told.
+struct How {
+    /// Answered directly if done within this; zero: a task at once.
+    window: Duration,
+    shape: Shape,
 }
 
 /// A foreground run whose request declared the Tasks extension: answered
@@ -360,8 +533,9 @@ async fn run_or_task(
     alive: crate::tasks::Alive,
     permit: tokio::sync::OwnedSemaphorePermit,
     cancel: tokio_util::sync::CancellationToken,
-    window: Duration,
+    how: How,
 ) -> CallToolResponse {
+    let shape = how.shape;
     let latest: Latest = Arc::default();
     let progress = {
         let latest = latest.clone();
@@ -396,17 +570,20 @@ async fn run_or_task(
             if let Some(hold) = hold {
                 hold.keep(permit);
             }
-            of_ended(&ended).into()
+            shape.answer(&ended).into()
         }
         Err(_) => failed_inside().into(),
     };
-    tokio::select! {
-        got = &mut done => return answer(got, &context.hold),
-        () = context.cancel.cancelled() => {
-            cancel.cancel();
-            return answer(done.await, &context.hold);
+    // A zero window: a task at once, however soon the command ends.
+    if !how.window.is_zero() {
+        tokio::select! {
+            got = &mut done => return answer(got, &context.hold),
+            () = context.cancel.cancelled() => {
+                cancel.cancel();
+                return answer(done.await, &context.hold);
+            }
+            () = tokio::time::sleep(how.window) => {}
         }
-        () = tokio::time::sleep(window) => {}
     }
     let made = Shared::random_id("task-")
         .map_err(|error| format!("no task id from the kernel's random source: {error}"))
@@ -436,10 +613,7 @@ async fn run_or_task(
     let store = shared.clone();
     tasks::spawn(&shared.active, async move {
         let end = match done.await {
-            Ok((ended, _permit)) if ended.result["outcome"] == "cancelled" => {
-                End::Cancelled(format!("effects unknown: {}", ended.text))
-            }
-            Ok((ended, _permit)) => End::Result(of_ended(&ended)),
+            Ok((ended, _permit)) => shape.end(&ended),
             Err(_) => End::Result(failed_inside()),
         };
         store.tasks.finish(&id, end);

@@ -5,6 +5,7 @@
 
 mod bounds;
 mod client_tasks;
+mod command_tools;
 mod harness;
 mod limits;
 mod place;

@@ -62,7 +62,13 @@ impl Server {
     /// One stateless (2026-07-28) request of `method` as the client with
     /// `token`, on a connection of its own (a new client each time); its
     /// JSON-RPC answer. `tasks` declares the Tasks extension.
-    async fn rpc(&self, token: &str, method: &str, mut params: Value, tasks: bool) -> Value {
+    pub(crate) async fn rpc(
+        &self,
+        token: &str,
+        method: &str,
+        mut params: Value,
+        tasks: bool,
+    ) -> Value {
         let capabilities = if tasks {
             json!({"extensions": {TASKS: {}}})
         } else {
@@ -101,7 +107,7 @@ impl Server {
 
     /// Polls `tasks/get` of `id` as `token` until the task is no longer
     /// `working`; its last state.
-    async fn until_done(&self, token: &str, id: &str) -> Value {
+    pub(crate) async fn until_done(&self, token: &str, id: &str) -> Value {
         let started = Instant::now();
         loop {
             let got = self

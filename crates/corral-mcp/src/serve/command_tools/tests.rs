@@ -1,0 +1,152 @@
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::CommandTools;
+
+fn parse(tools: &Value) -> Result<CommandTools, String> {
+    CommandTools::parse(&json!({ "tools": tools }).to_string(), Path::new("t.json"))
+        .map_err(|error| error.to_string())
+}
+
+fn greet() -> Value {
+    json!({"name": "greet", "description": "hello",
+           "arguments": {"name": {"type": "string"}, "times": {"type": "integer"},
+                         "loud": {"type": "boolean", "default": false}},
+           "required": ["name"],
+           "argv": ["greet", "--name={name}", "{times}", "--loud={loud}", "{{lit}}"]})
+}
+
+fn args(value: &Value) -> serde_json::Map<String, Value> {
+    value.as_object().cloned().unwrap_or_default()
+}
+
+#[test]
+fn placeholders_fill_their_own_element_and_escapes_are_literal() {
+    let tools = parse(&json!([greet()])).expect("loads");
+    let tool = tools.get("greet").expect("greet");
+    let argv = tool
+        .argv(&args(
+            &json!({"name": "a b; rm -rf / $(x) '\"", "times": 3}),
+        ))
+        .expect("valid");
+    assert_eq!(
+        argv,
+        [
+            "greet",
+            "--name=a b; rm -rf / $(x) '\"",
+            "3",
+            "--loud=false",
+            "{lit}"
+        ]
+    );
+}
+
+#[test]
+fn an_absent_optional_argument_drops_its_element() {
+    let tools = parse(&json!([greet()])).expect("loads");
+    let argv = tools
+        .get("greet")
+        .expect("greet")
+        .argv(&args(&json!({"name": "x", "times": null})));
+    assert_eq!(
+        argv.expect("valid"),
+        ["greet", "--name=x", "--loud=false", "{lit}"]
+    );
+}
+
+#[test]
+fn calls_are_refused_naming_the_field() {
+    let tools = parse(&json!([greet()])).expect("loads");
+    let tool = tools.get("greet").expect("greet");
+    for (call, field, says) in [
+        (json!({}), "name", "required"),
+        (json!({"name": 1}), "name", "must be a string"),
+        (
+            json!({"name": "x", "times": 1.5}),
+            "times",
+            "must be a integer",
+        ),
+        (
+            json!({"name": "x", "times": "3"}),
+            "times",
+            "must be a integer",
+        ),
+        (
+            json!({"name": "x", "loud": "yes"}),
+            "loud",
+            "must be a boolean",
+        ),
+        (
+            json!({"name": "x", "nmae": "y"}),
+            "nmae",
+            "no such argument",
+        ),
+        (json!({"name": "a\u{0}b"}), "name", "NUL"),
+    ] {
+        let error = tool.argv(&args(&call)).expect_err("refused");
+        assert_eq!(error.field, field, "{call}: {error}");
+        assert!(error.rule.contains(says), "{call}: {error}");
+    }
+}
+
+#[test]
+fn broken_files_are_refused_naming_the_tool_and_the_rule() {
+    let with = |change: Value| {
+        let mut tool = greet();
+        for (key, value) in change.as_object().expect("object") {
+            tool[key] = value.clone();
+        }
+        parse(&json!([tool])).expect_err("refused")
+    };
+    for (error, says) in [
+        (
+            with(json!({"argv": ["greet", "{nmae}"]})),
+            "{nmae} names no argument",
+        ),
+        (with(json!({"argv": ["{name}"]})), "the program is fixed"),
+        (with(json!({"argv": ["greet", "{name"]})), "a { with no }"),
+        (with(json!({"argv": ["greet", "x}"]})), "a } with no {"),
+        (
+            with(json!({"argv": ["greet", "{name}", "{loud}"]})),
+            "\"times\" is used by no argv",
+        ),
+        (with(json!({"argv": []})), "\"argv\" is empty"),
+        (with(json!({"name": "has space"})), "tool-name rules"),
+        (
+            with(json!({"required": ["nobody"]})),
+            "not in \"arguments\"",
+        ),
+        (with(json!({"argvv": []})), "unknown field `argvv`"),
+        (with(json!({"timeout": "soon"})), "timeout"),
+        (
+            with(json!({"task_support": "sometimes"})),
+            "unknown variant `sometimes`",
+        ),
+        (with(json!({"task_window": "1s"})), "\"task_window\" is for"),
+        (
+            with(json!({"arguments": {"name": {"type": "string", "default": 3}}})),
+            "default 3 is not a string",
+        ),
+    ] {
+        assert!(error.starts_with("--tools t.json: "), "{error}");
+        assert!(
+            error.contains("tools[0] (\"greet\")") || error.contains("has space"),
+            "{error}"
+        );
+        assert!(error.contains(says), "{says:?} not in: {error}");
+    }
+    let twice = parse(&json!([greet(), greet()])).expect_err("refused");
+    assert!(twice.contains("a second tool named \"greet\""), "{twice}");
+}
+
+#[test]
+fn bad_json_is_refused_with_its_line_and_column() {
+    let error = CommandTools::parse(
+        "{\"tools\": [\n  {\"name\": \"x\",,}]}",
+        Path::new("t.json"),
+    )
+    .expect_err("refused")
+    .to_string();
+    assert!(error.contains("line 2 column"), "{error}");
+}
