@@ -16,12 +16,13 @@
 //! | `fail-after-launch` | the spawn fails just after the leader started (as when descriptors or memory run out there), once the file named by `CORRAL_FAULT_WHEN` exists (waited for up to 10 s), so the command can start its tree first |
 //! | `hold-after-launch` | the spawn waits 10 s just after the leader started, before the leader is recorded (an owner killed in that window: the watchdog must already know the tree) |
 //! | `leader-reaped-first` | the spawn waits (up to 10 s) until the leader has exited and something else reaped it before it reads the leader's `/proc` entry, as when a host's `waitpid(-1)` thread wins that race |
+//! | `slow-frozen-look` | each signal step of a cgroup tree holds its leaf frozen 300 ms longer before it looks, as a slow step on a loaded machine does (a member undoing the freeze meanwhile must be noticed) |
 //! | `nsdelegate` | the cgroup v2 mount counts as mounted with `nsdelegate`, so the leader gets its own cgroup namespace (the kernel's refusal to let it out needs the real option) |
 //!
 //! Each name is checked at one place (`sys::pidfd_open` and, for `clone3`,
 //! `launch::launch`; the cgroup backend's `parent_dir` and
 //! `delegates_namespaces`, `launch::launch`, `launch::reaped_at_launch`,
-//! `fault::after_launch`, `supervise::open_leader`,
+//! `fault::after_launch`, `supervise::open_leader`, `cgroup::frozen`,
 //! `watchdog::Client::restart`), so
 //! a fault changes what the kernel appears to offer and nothing else. The
 //! tests are in `crates/corral-tests/tests/faults.rs` (`nsdelegate` and

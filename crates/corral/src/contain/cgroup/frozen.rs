@@ -10,6 +10,9 @@ use std::{
 /// `cgroup.events`): a member in an uninterruptible sleep delays it.
 const FREEZE_BOUND: Duration = Duration::from_millis(100);
 
+/// How much longer the `slow-frozen-look` fault holds the leaf frozen.
+const SLOW_LOOK: Duration = Duration::from_millis(300);
+
 /// The leaf frozen (`cgroup.freeze`) for the length of a signal step, thawed
 /// on drop. While it is frozen no member runs: none forks, none exits (which
 /// would cut its children's parent links), none moves a child out of the
@@ -52,6 +55,9 @@ impl Frozen {
                 break;
             }
             std::thread::sleep(Duration::from_micros(200));
+        }
+        if crate::fault::active("slow-frozen-look") {
+            std::thread::sleep(SLOW_LOOK);
         }
         Self {
             path,
