@@ -613,6 +613,8 @@ impl CommandTool {
             values.insert(name.as_str(), text);
         }
         let mut argv = Vec::with_capacity(self.argv.len());
+        // After a literal `--`, the program reads no more options.
+        let mut options_ended = false;
         'elements: for pieces in &self.argv {
             let mut element = String::new();
             for piece in pieces {
@@ -623,6 +625,28 @@ impl CommandTool {
                         None => continue 'elements,
                     },
                 }
+            }
+            if let [Piece::Text(text)] = pieces.as_slice()
+                && text == "--"
+            {
+                options_ended = true;
+            }
+            // An element that begins with an argument's value and reads as
+            // an option (`--output=/etc/passwd` for a `{rev}`) would let the
+            // caller choose the program's options, not only its operands.
+            if let Some(Piece::Arg(name)) = pieces.first()
+                && element.starts_with('-')
+                && !options_ended
+            {
+                return Err(FieldError {
+                    field: name.clone(),
+                    rule: format!(
+                        "must not begin with '-' here: {} would read {element:?} as an option \
+                         (the tools file can put \"--\" in argv before this element, so that \
+                         the program reads no options there)",
+                        argv.first().map_or("the program", String::as_str)
+                    ),
+                });
             }
             argv.push(element);
         }

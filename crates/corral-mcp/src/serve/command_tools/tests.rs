@@ -150,3 +150,38 @@ fn bad_json_is_refused_with_its_line_and_column() {
     .to_string();
     assert!(error.contains("line 2 column"), "{error}");
 }
+
+#[test]
+fn a_value_that_would_read_as_an_option_is_refused_unless_options_ended() {
+    let tools = parse(&json!([
+        {"name": "log", "description": "git log of a revision",
+         "arguments": {"rev": {"type": "string"}, "n": {"type": "integer"}}, "required": ["rev"],
+         "argv": ["git", "log", "{rev}", "-n", "{n}"]},
+        {"name": "grep", "description": "grep for a pattern",
+         "arguments": {"pattern": {"type": "string"}}, "required": ["pattern"],
+         "argv": ["grep", "-r", "--", "{pattern}", "."]},
+    ]))
+    .expect("loads");
+    let log = tools.get("log").expect("log");
+    let refused = log
+        .argv(&args(&json!({"rev": "--output=/etc/passwd"})))
+        .expect_err("an option chosen by the caller");
+    assert_eq!(refused.field, "rev");
+    assert!(refused.rule.contains("as an option"), "{}", refused.rule);
+    assert!(
+        log.argv(&args(&json!({"rev": "main", "n": -1}))).is_err(),
+        "-1 too"
+    );
+    assert_eq!(
+        log.argv(&args(&json!({"rev": "main", "n": 3})))
+            .expect("operands"),
+        ["git", "log", "main", "-n", "3"]
+    );
+    // After "--" the program reads no options: a leading '-' is an operand.
+    let grep = tools.get("grep").expect("grep");
+    assert_eq!(
+        grep.argv(&args(&json!({"pattern": "-rf"})))
+            .expect("after --"),
+        ["grep", "-r", "--", "-rf", "."]
+    );
+}
