@@ -1211,20 +1211,30 @@ async fn waits_without_spinning(backend: Backend) {
 async fn cpu_during_the_grace(backend: Backend, grace: Duration) -> Option<Duration> {
     let marks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = std::sync::Arc::clone(&marks);
-    let result = Command::new(fixture_path())
+    let token = CancellationToken::new();
+    let spawned = Command::new(fixture_path())
         .args(["ignore-term"])
         .backend(BackendChoice::Only(backend))
         .grace(grace)
         .final_bound(FINAL)
-        .timeout(Duration::from_millis(100))
+        .cancel_on(token.clone())
         .on_signal(move |signal| {
             sink.lock().expect("marks").push((signal, cpu_time()));
         })
-        .run()
-        .await;
-    let finished = or_skip(result, backend)?;
-    let procs = parse_ready(finished.stdout.text().lines().next().unwrap_or_default());
-    let _cleanup = Guard::of(procs);
+        .spawn();
+    let mut child = or_skip(spawned, backend)?;
+    // Cancelled once the fixture has set its trap and said so: a fixed
+    // timeout assumed it would within 100 ms, which the emulated guest did
+    // not always (docs/flakes.md (41)).
+    let mut tap = child.stdout_tap().expect("stdout is captured");
+    let ready = tokio::time::timeout(READY_TIMEOUT, tap.wait_for(|b| b.contains(&b'\n')))
+        .await
+        .expect("readiness line in time");
+    assert!(ready, "the fixture ended before its readiness line");
+    let line = String::from_utf8_lossy(&tap.snapshot()).into_owned();
+    let _cleanup = Guard::of(parse_ready(line.lines().next().unwrap_or_default()));
+    token.cancel();
+    let finished = child.wait().await.expect("a result");
     assert!(finished.report.escalated, "SIGTERM is ignored: escalated");
     let marks = marks.lock().expect("marks").clone();
     let at = |wanted: Signal| {
