@@ -13,9 +13,11 @@
 //! the machine is, and a starved one does not.
 //!
 //! Read from `/proc/PID/task/*/schedstat` (time on a CPU, time in the run
-//! queue, in nanoseconds), also for a zombie not yet reaped. A thread that
-//! exits between two readings takes its time with it, which only makes the
-//! idle time look longer (the bound stricter). A machine that holds its
+//! queue, in nanoseconds), also for a zombie not yet reaped, thread by
+//! thread: a thread that exits between two readings counts for nothing
+//! after the first (what it ran meanwhile is unknown), not as minus its
+//! whole life, which made a busy stretch read as idle when a long-lived
+//! thread ended in it (`docs/flakes.md` (42)). A machine that holds its
 //! (virtual) CPUs back, which no thread's count shows, makes each wait end
 //! late: measured apart, [`Held`].
 
@@ -29,12 +31,14 @@ use std::{
 
 /// A process's threads' time on a CPU and waiting for one, summed, read at
 /// [`at`](Busy::at).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Busy {
     /// When it was read.
     pub at: Instant,
     /// The threads' time running or in the run queue, summed.
     pub busy: Duration,
+    /// Each thread's (id, time running or in the run queue).
+    threads: Vec<(i32, Duration)>,
 }
 
 impl Busy {
@@ -57,9 +61,11 @@ impl Busy {
         let at = Instant::now();
         let line = std::fs::read_to_string("/proc/thread-self/schedstat")
             .expect("/proc/thread-self/schedstat");
+        let busy = busy_of(&line);
         Self {
             at,
-            busy: busy_of(&line),
+            busy,
+            threads: vec![(thread_id(), busy)],
         }
     }
 
@@ -67,26 +73,38 @@ impl Busy {
     fn of_threads(pid: i32, wanted: impl Fn(i32) -> bool) -> Option<Self> {
         let at = Instant::now();
         let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-        let busy = tasks
+        let threads: Vec<(i32, Duration)> = tasks
             .flatten()
-            .filter(|task| {
-                task.file_name()
-                    .to_str()
-                    .and_then(|tid| tid.parse().ok())
-                    .is_some_and(&wanted)
+            .filter_map(|task| {
+                let tid: i32 = task.file_name().to_str()?.parse().ok()?;
+                wanted(tid).then_some(())?;
+                let line = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+                Some((tid, busy_of(&line)))
             })
-            .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-            .map(|line| busy_of(&line))
-            .sum();
-        Some(Self { at, busy })
+            .collect();
+        let busy = threads.iter().map(|(_, busy)| *busy).sum();
+        Some(Self { at, busy, threads })
     }
 
     /// The wall time from `earlier` to `self` that none of the threads ran
     /// or waited for a CPU (saturating: threads running side by side count
-    /// twice).
+    /// twice). Counted thread by thread: one that started since counts
+    /// whole, one that ended since counts for nothing.
     pub fn idle_since(&self, earlier: &Self) -> Duration {
         let wall = self.at.saturating_duration_since(earlier.at);
-        wall.saturating_sub(self.busy.saturating_sub(earlier.busy))
+        let grown: Duration = self
+            .threads
+            .iter()
+            .map(|(tid, busy)| {
+                let before = earlier
+                    .threads
+                    .iter()
+                    .find(|(t, _)| t == tid)
+                    .map_or(Duration::ZERO, |(_, b)| *b);
+                busy.saturating_sub(before)
+            })
+            .sum();
+        wall.saturating_sub(grown)
     }
 }
 
@@ -209,4 +227,55 @@ fn run_delay() -> Duration {
         .ok()
         .and_then(|line| line.split_whitespace().nth(1)?.parse().ok())
         .map_or(Duration::ZERO, Duration::from_nanos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spin(for_how_long: Duration) {
+        let until = Instant::now() + for_how_long;
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// A thread that ended between two readings, after a long busy life,
+    /// does not make the others' work in between read as idle (it used to
+    /// take its whole life off their time: docs/flakes.md (42)).
+    #[test]
+    fn a_thread_that_ends_between_readings_leaves_the_others_work_counted() {
+        let me = thread_id();
+        let (ended, end) = std::sync::mpsc::channel::<()>();
+        let long_lived = std::thread::spawn(move || {
+            spin(Duration::from_millis(400));
+            let _ = end.recv();
+        });
+        let (worked, work) = std::sync::mpsc::channel::<()>();
+        let (done, finish) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            let _ = work.recv();
+            spin(Duration::from_millis(200));
+            let _ = finish.recv();
+        });
+        // The long-lived thread's 400 ms, read while it lives.
+        while Busy::others_than(&[me]).busy < Duration::from_millis(400) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let before = Busy::others_than(&[me]);
+        drop(ended);
+        long_lived.join().expect("the long-lived thread");
+        // The worker, alive at both readings, works through the stretch.
+        drop(worked);
+        std::thread::sleep(Duration::from_millis(250));
+        let after = Busy::others_than(&[me]);
+        drop(done);
+        worker.join().expect("the worker");
+        let wall = after.at - before.at;
+        let idle = after.idle_since(&before);
+        assert!(
+            idle < wall / 2,
+            "{idle:?} of {wall:?} read as idle while a thread worked through 200 ms of it"
+        );
+    }
 }
