@@ -6,7 +6,7 @@
 //! does:
 //!
 //! ```
-//! use std::os::fd::AsRawFd;
+//! use std::os::{fd::AsRawFd, unix::fs::FileTypeExt};
 //! use corral::{host, Signal};
 //! // Refuse to start where the runtime could not open what it needs.
 //! host::spare_descriptors(16)?;
