@@ -13,7 +13,7 @@ use corral_mcp::serve::{CommandTools, ServeOptions};
 use serde_json::{Value, json};
 
 use crate::{
-    harness::{assert_gone, recorded},
+    harness::assert_gone,
     tasks::{ALICE, Server, member},
 };
 
@@ -160,18 +160,7 @@ async fn a_task_supporting_tool_becomes_a_task_and_cancel_ends_its_whole_tree() 
         .as_str()
         .unwrap_or_else(|| panic!("a task: {answer}"))
         .to_owned();
-    let started = std::time::Instant::now();
-    while recorded(&pids).len() < 3 {
-        assert!(started.elapsed().as_secs() < 20, "never started");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let procs = recorded(&pids);
-    let ack = server
-        .rpc(ALICE, "tasks/cancel", json!({"taskId": id}), true)
-        .await;
-    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
-    let done = server.until_done(ALICE, &id).await;
-    assert_eq!(done["status"], "cancelled", "{done}");
+    let (procs, _) = server.cancel_once_started(&id, &pids).await;
     assert_gone(&procs);
 }
 

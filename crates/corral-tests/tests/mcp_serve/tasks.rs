@@ -105,6 +105,29 @@ impl Server {
         answer_in(&text).unwrap_or_else(|| panic!("{method}: no JSON-RPC answer in {text:?}"))
     }
 
+    /// Waits until the three members a `member` tree records (in `pids`)
+    /// run, cancels task `id` as ALICE, and waits for its end: the members
+    /// and the task's last state, `cancelled` (asserted).
+    pub(crate) async fn cancel_once_started(
+        &self,
+        id: &str,
+        pids: &std::path::Path,
+    ) -> (Vec<corral_tests::Proc>, Value) {
+        let started = Instant::now();
+        while recorded(pids).len() < 3 {
+            assert!(started.elapsed() < Duration::from_secs(20), "never started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let procs = recorded(pids);
+        let ack = self
+            .rpc(ALICE, "tasks/cancel", json!({"taskId": id}), true)
+            .await;
+        assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+        let done = self.until_done(ALICE, id).await;
+        assert_eq!(done["status"], "cancelled", "{done}");
+        (procs, done)
+    }
+
     /// Polls `tasks/get` of `id` as `token` until the task is no longer
     /// `working`; its last state.
     pub(crate) async fn until_done(&self, token: &str, id: &str) -> Value {
@@ -235,18 +258,7 @@ async fn tasks_cancel_ends_the_whole_tree() {
         .as_str()
         .unwrap_or_else(|| panic!("a task: {answer}"))
         .to_owned();
-    let started = Instant::now();
-    while recorded(&pids).len() < 3 {
-        assert!(started.elapsed() < Duration::from_secs(20), "never started");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let procs = recorded(&pids);
-    let ack = server
-        .rpc(ALICE, "tasks/cancel", json!({"taskId": id}), true)
-        .await;
-    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
-    let done = server.until_done(ALICE, &id).await;
-    assert_eq!(done["status"], "cancelled", "{done}");
+    let (procs, done) = server.cancel_once_started(&id, &pids).await;
     let said = done["statusMessage"].as_str().unwrap_or_default();
     assert!(said.starts_with("effects unknown: "), "{done}");
     assert!(said.contains("tree was ended"), "{done}");
