@@ -240,41 +240,64 @@ mod tests {
         }
     }
 
+    /// Spins until the calling thread has run (or waited for a CPU) for
+    /// `how_long`: what the scheduler counted, not the wall time, which
+    /// a machine that holds its CPUs back makes longer.
+    fn spin_for_busy(how_long: Duration) {
+        let start = Busy::this_thread().busy;
+        while Busy::this_thread().busy.saturating_sub(start) < how_long {
+            spin(Duration::from_millis(1));
+        }
+    }
+
     /// A thread that ended between two readings, after a long busy life,
     /// does not make the others' work in between read as idle (it used to
     /// take its whole life off their time: docs/flakes.md (42)).
+    ///
+    /// Each step waits for the one before by a message, never for a count
+    /// to reach a number: the first version waited for the long-lived
+    /// thread's count to reach the 400 ms it spun by the clock, which a
+    /// machine that held its CPU back (steal, which no count shows) never
+    /// reached, and hung (docs/flakes.md (43)).
     #[test]
     fn a_thread_that_ends_between_readings_leaves_the_others_work_counted() {
         let me = thread_id();
+        let (spun, long_spun) = std::sync::mpsc::channel::<()>();
         let (ended, end) = std::sync::mpsc::channel::<()>();
         let long_lived = std::thread::spawn(move || {
-            spin(Duration::from_millis(400));
+            spin_for_busy(Duration::from_millis(400));
+            let _ = spun.send(());
             let _ = end.recv();
         });
         let (worked, work) = std::sync::mpsc::channel::<()>();
+        let (finished, worker_finished) = std::sync::mpsc::channel::<()>();
         let (done, finish) = std::sync::mpsc::channel::<()>();
         let worker = std::thread::spawn(move || {
             let _ = work.recv();
-            spin(Duration::from_millis(200));
+            spin_for_busy(Duration::from_millis(200));
+            let _ = finished.send(());
             let _ = finish.recv();
         });
         // The long-lived thread's 400 ms, read while it lives.
-        while Busy::others_than(&[me]).busy < Duration::from_millis(400) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        long_spun.recv().expect("the long-lived thread spun");
         let before = Busy::others_than(&[me]);
+        assert!(before.busy >= Duration::from_millis(400), "{before:?}");
         drop(ended);
         long_lived.join().expect("the long-lived thread");
-        // The worker, alive at both readings, works through the stretch.
+        // The worker, alive at both readings, works 200 ms in the stretch.
         drop(worked);
-        std::thread::sleep(Duration::from_millis(250));
+        worker_finished.recv().expect("the worker spun");
         let after = Busy::others_than(&[me]);
         drop(done);
         worker.join().expect("the worker");
         let wall = after.at - before.at;
         let idle = after.idle_since(&before);
+        // The worker's 200 ms fell inside the stretch, so at most the rest
+        // of it was idle (allowing 100 ms for the scheduler's clock and the
+        // monotonic one to differ); taking the ended thread's 400 ms off
+        // made all of it idle.
         assert!(
-            idle < wall / 2,
+            idle + Duration::from_millis(100) <= wall,
             "{idle:?} of {wall:?} read as idle while a thread worked through 200 ms of it"
         );
     }
