@@ -62,17 +62,44 @@ impl Claim {
             ACTIVE.store(false, Ordering::SeqCst);
             return Err(format!("PR_SET_CHILD_SUBREAPER failed: {error}"));
         }
-        let me = sys::getpid();
-        let preexisting = identity::all_processes()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|s| s.ppid == me)
-            .map(|s| (s.pid, s.start_time))
-            .collect();
+        let preexisting = our_children();
         Ok(Self {
             preexisting,
             was_subreaper,
         })
+    }
+}
+
+/// This process's children, as (pid, start time): from its threads'
+/// `children` files, a look at this process alone, where the kernel has
+/// them and no thread came or went while they were read (a thread's end
+/// moves its children to another thread, which a reading between the two
+/// could miss); from a walk of `/proc` otherwise.
+fn our_children() -> Vec<(i32, u64)> {
+    let me = sys::getpid();
+    let threads = || {
+        std::fs::read_dir("/proc/self/task").map(|tasks| {
+            let mut ids: Vec<_> = tasks.flatten().map(|task| task.file_name()).collect();
+            ids.sort();
+            ids
+        })
+    };
+    let before = threads();
+    let children = identity::children(me);
+    let after = threads();
+    match (children, before, after) {
+        (Some(children), Ok(before), Ok(after)) if before == after => children
+            .into_iter()
+            .filter_map(|pid| identity::read_stat(pid).ok())
+            .filter(|s| s.ppid == me)
+            .map(|s| (s.pid, s.start_time))
+            .collect(),
+        _ => identity::all_processes()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|s| s.ppid == me)
+            .map(|s| (s.pid, s.start_time))
+            .collect(),
     }
 }
 
@@ -385,6 +412,66 @@ mod tests {
         for (what, held) in outcome {
             assert!(held, "{what}");
         }
+    }
+
+    /// The children a claim holds as preexisting are all of this
+    /// process's, whichever thread started them, and those of a thread
+    /// that has ended too (the kernel moved them to another thread): each
+    /// one missed could be taken for a member of the next tree and killed.
+    #[test]
+    fn our_children_are_every_threads_children() {
+        use std::process::Command;
+        let spawn_on_a_thread = |keep_thread: bool| {
+            let (sender, receiver) = std::sync::mpsc::channel();
+            let (stop, stopped) = std::sync::mpsc::channel::<()>();
+            let thread = std::thread::spawn(move || {
+                let child = Command::new("sleep").arg("30").spawn().expect("sleep");
+                sender.send(child).expect("the child");
+                if keep_thread {
+                    let _ = stopped.recv();
+                }
+            });
+            let child = receiver.recv().expect("the child");
+            let thread = if keep_thread {
+                Some(thread)
+            } else {
+                thread.join().expect("the thread");
+                None
+            };
+            (child, thread, stop)
+        };
+        let mut here = Command::new("sleep").arg("30").spawn().expect("sleep");
+        let (mut on_a_live_thread, live_thread, stop) = spawn_on_a_thread(true);
+        let (mut of_an_ended_thread, _, _) = spawn_on_a_thread(false);
+        let found = our_children();
+        let me = sys::getpid();
+        let mut missed = Vec::new();
+        for (what, child) in [
+            ("started here", &mut here),
+            ("started on a live thread", &mut on_a_live_thread),
+            ("started on a thread that ended", &mut of_an_ended_thread),
+        ] {
+            let pid = child.id() as i32;
+            let start = identity::read_stat(pid).expect("stat").start_time;
+            if !found.contains(&(pid, start)) {
+                missed.push(what);
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        drop(stop);
+        if let Some(thread) = live_thread {
+            thread.join().expect("the live thread");
+        }
+        for (pid, _) in &found {
+            if let Ok(stat) = identity::read_stat(*pid) {
+                assert_eq!(stat.ppid, me, "{pid} is not our child");
+            }
+        }
+        assert!(
+            missed.is_empty(),
+            "missed the children {missed:?} in {found:?}"
+        );
     }
 
     /// With real processes: a tree that has ended (here a process group
