@@ -165,3 +165,102 @@ fn a_broken_tools_file_is_refused_naming_the_place_and_the_rule() {
     assert_eq!(code, Some(125), "{stderr}");
     assert!(stderr.contains("--tools"), "{stderr}");
 }
+
+/// A tools file whose one tool runs `program` (with `env`, a JSON object).
+fn running(program: &str, env: &str) -> String {
+    format!(
+        r#"{{"version": 1, "tools": [{{"name": "go", "description": "Run it.",
+             "argv": [{program:?}], "env": {env}}}]}}"#
+    )
+}
+
+/// The program a tool runs is code the server runs, as the file is: one
+/// another user can change (writable by group or others, in a directory
+/// they can change, reached through a link in one, found first along a
+/// `PATH` through one, or owned by another user under root) is refused at
+/// start, naming it and the fix; so is a relative path, found from the
+/// run's directory. A program that does not exist, where only this user or
+/// root could put it, is served (a call fails to start).
+#[test]
+fn a_program_another_user_can_change_is_refused() {
+    let scratch = Scratch::new("serve-tools-program");
+    let file = scratch.path("tools.json");
+    let script = |dir: &Path, mode: u32| {
+        std::fs::create_dir_all(dir).expect("mkdir");
+        let path = dir.join("job.sh");
+        std::fs::write(&path, "#!/bin/sh\necho ran\n").expect("write the program");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        path.to_str().expect("UTF-8").to_owned()
+    };
+    let safe = script(&scratch.path("safe"), 0o755);
+    write(&file, &running(&safe, "{}"), 0o644);
+    let (code, stderr) = serve(&scratch, &["--tools", tools_arg(&file)]);
+    assert_eq!(code, Some(0), "a safe program: {stderr}");
+
+    let writable = script(&scratch.path("writable"), 0o757);
+    write(&file, &running(&writable, "{}"), 0o644);
+    let stderr = refused(&scratch, &file, &[]);
+    assert!(
+        stderr.contains(&writable) && stderr.contains("chmod go-w"),
+        "{stderr}"
+    );
+
+    let open = scratch.path("open");
+    let in_open = script(&open, 0o755);
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    write(&file, &running(&in_open, "{}"), 0o644);
+    let stderr = refused(&scratch, &file, &[]);
+    assert!(stderr.contains("without the sticky bit"), "{stderr}");
+
+    // A link in a safe directory to a program in the open one.
+    let link = scratch.path("safe/link.sh");
+    std::os::unix::fs::symlink(&in_open, &link).expect("symlink");
+    write(&file, &running(link.to_str().expect("UTF-8"), "{}"), 0o644);
+    let stderr = refused(&scratch, &file, &[]);
+    assert!(stderr.contains("without the sticky bit"), "{stderr}");
+
+    // A bare name found first in the open directory along the tool's PATH,
+    // though a safe one comes later.
+    let path = format!(
+        r#"{{"PATH": "{}:{}"}}"#,
+        open.display(),
+        scratch.path("safe").display()
+    );
+    write(&file, &running("job.sh", &path), 0o644);
+    let stderr = refused(&scratch, &file, &[]);
+    assert!(stderr.contains("without the sticky bit"), "{stderr}");
+    // ... and one searched in a relative PATH entry.
+    write(
+        &file,
+        &running("job.sh", r#"{"PATH": "bin:/usr/bin"}"#),
+        0o644,
+    );
+    let stderr = refused(&scratch, &file, &[]);
+    assert!(stderr.contains("relative"), "{stderr}");
+
+    write(&file, &running("./job.sh", "{}"), 0o644);
+    let stderr = refused(&scratch, &file, &[]);
+    assert!(stderr.contains("absolute path"), "{stderr}");
+
+    let missing = scratch.path("safe/not-yet/job.sh");
+    write(
+        &file,
+        &running(missing.to_str().expect("UTF-8"), "{}"),
+        0o644,
+    );
+    let (code, stderr) = serve(&scratch, &["--tools", tools_arg(&file)]);
+    assert_eq!(code, Some(0), "a missing program in a safe place: {stderr}");
+
+    if corral_tests::is_root() {
+        let foreign = script(&scratch.path("foreign"), 0o755);
+        std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).expect("chown nobody");
+        write(&file, &running(&foreign, "{}"), 0o644);
+        let stderr = refused(&scratch, &file, &[]);
+        assert!(
+            stderr.contains("owned by nobody (uid 65534)") && stderr.contains("chown root"),
+            "{stderr}"
+        );
+    } else {
+        corral_tests::skipped("a program of another user needs root to make");
+    }
+}

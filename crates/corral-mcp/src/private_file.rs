@@ -101,6 +101,95 @@ pub(crate) fn open_unwritable(path: &Path) -> io::Result<File> {
     open_checked(path, Access::Read, Closed::ToWrite)
 }
 
+/// Checks the program at the absolute `path` that a `--tools` file names,
+/// as the server will run it: every directory on the way (symbolic links
+/// followed, each from a directory that passed) by the module's rule, and
+/// the file it ends at owned by this process's effective user or root and
+/// writable by nobody else (hard links allowed: a program is not a
+/// secret, and its other names cannot change its contents). A path that
+/// does not exist passes if the deepest directory of it that does passes:
+/// then only this user or root can put a program there later.
+///
+/// # Errors
+/// A directory or the file fails the rule (kind `PermissionDenied`, the
+/// text names it and the fix), or cannot be looked at.
+pub(crate) fn check_program(path: &Path) -> io::Result<()> {
+    let me = rustix::process::geteuid().as_raw();
+    let mut path = path.to_owned();
+    for _ in 0..=MAX_LINKS {
+        let (Some(name), Some(parent)) = (path.file_name(), path.parent()) else {
+            return Err(refused(format!("{} names no file", path.display())));
+        };
+        let dir = match open_directory(parent, me) {
+            Ok(dir) => dir,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                return check_deepest(parent, me);
+            }
+            Err(error) => return Err(error),
+        };
+        check_directories(&dir, me)?;
+        let stat = match rustix::fs::statat(&dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            Err(rustix::io::Errno::NOENT) => return Ok(()),
+            Err(error) => return Err(with_text(error.into(), "cannot stat")),
+        };
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Symlink => {
+                let target = rustix::fs::readlinkat(&dir, name, Vec::new())
+                    .map_err(|error| with_text(error.into(), "cannot read the link"))?;
+                let target = PathBuf::from(std::ffi::OsString::from_vec(target.into_bytes()));
+                path = if target.is_absolute() {
+                    target
+                } else {
+                    PathBuf::from(where_is(&dir)).join(target)
+                };
+            }
+            FileType::RegularFile => {
+                let (mode, owner) = (stat.st_mode & 0o7777, stat.st_uid);
+                let shown = path.display();
+                if owner != me && owner != 0 {
+                    return Err(refused(format!(
+                        "the program {shown} is owned by {} (mode {mode:03o}), and this server \
+                         runs as {}: that user can change what the tool runs; name a program \
+                         only root or this user can write (chown root {shown})",
+                        described(owner),
+                        described(me)
+                    )));
+                }
+                if mode & 0o022 != 0 {
+                    return Err(refused(format!(
+                        "the program {shown} is writable by group or others (owned by {}, mode \
+                         {mode:03o}): they can change what the tool runs; run chmod go-w {shown}",
+                        described(owner)
+                    )));
+                }
+                return Ok(());
+            }
+            kind => return Err(not_regular(kind)),
+        }
+    }
+    Err(with_text(
+        rustix::io::Errno::LOOP.into(),
+        "too many symbolic links",
+    ))
+}
+
+/// The deepest directory of `path` that exists, checked with every one
+/// above it.
+fn check_deepest(path: &Path, me: u32) -> io::Result<()> {
+    let mut deepest = path;
+    loop {
+        match open_directory(deepest, me) {
+            Ok(dir) => return check_directories(&dir, me),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => match deepest.parent() {
+                Some(parent) => deepest = parent,
+                None => return Err(error),
+            },
+            Err(error) => return Err(error),
+        }
+    }
+}
+
 /// What a file must be closed to, for group and others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Closed {

@@ -346,6 +346,7 @@ pub(crate) fn check_options(options: &ServeOptions, roots: &Roots) -> Result<(),
                 .resolve(Some(cwd))
                 .map_err(|error| refuse(tool, format!("cwd {cwd:?}: {}", error.rule)))?;
         }
+        check_program(tool).map_err(|why| refuse(tool, why))?;
         if tool.task_support == TaskSupport::Required && options.task_window.is_none() {
             return Err(refuse(
                 tool,
@@ -353,6 +354,63 @@ pub(crate) fn check_options(options: &ServeOptions, roots: &Roots) -> Result<(),
                  (--no-tasks); drop --no-tasks, or make it \"optional\""
                     .into(),
             ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks the program `tool` runs as the tools file itself is checked
+/// (`private_file::check_program`): otherwise another user who can change
+/// the program, or a directory on its way, chooses what the server runs,
+/// often as root. A name with a slash must be absolute (a relative one is
+/// found from the run's directory); a bare name is looked for along the
+/// `PATH` the run will search (the tool's `env`, else the server's),
+/// checking each directory up to the one that holds it (a program put
+/// into an earlier one would be run instead). A program found nowhere
+/// passes: it can appear only where this user or root puts it, and a call
+/// meanwhile fails to start.
+fn check_program(tool: &CommandTool) -> Result<(), String> {
+    use std::os::unix::{ffi::OsStrExt as _, fs::PermissionsExt as _};
+    let program = match tool.argv.first().map(Vec::as_slice) {
+        Some([Piece::Text(program)]) if !program.is_empty() => program,
+        _ => return Err("argv[0] is empty; name the program".into()),
+    };
+    let checked = |path: &Path| {
+        crate::private_file::check_program(path)
+            .map_err(|error| format!("argv[0] {program:?}: {error}"))
+    };
+    if program.contains('/') {
+        if !program.starts_with('/') {
+            return Err(format!(
+                "argv[0] {program:?}: a relative path is found from the run's directory, which \
+                 callers choose and other users may change; give the program's absolute path"
+            ));
+        }
+        return checked(Path::new(program));
+    }
+    let search = tool
+        .env
+        .iter()
+        .find(|(key, _)| key == "PATH")
+        .map(|(_, value)| std::ffi::OsString::from(value))
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    for dir in search.as_bytes().split(|&b| b == b':') {
+        let dir = Path::new(std::ffi::OsStr::from_bytes(dir));
+        if !dir.is_absolute() {
+            return Err(format!(
+                "argv[0] {program:?} is looked for along PATH, whose entry {:?} is relative \
+                 (found from the run's directory, which callers choose); give the program's \
+                 absolute path, or an absolute PATH in the tool's \"env\"",
+                dir.display()
+            ));
+        }
+        let candidate = dir.join(program);
+        checked(&candidate)?;
+        if std::fs::metadata(&candidate)
+            .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        {
+            return Ok(());
         }
     }
     Ok(())
@@ -369,13 +427,22 @@ fn check_tool(value: Value) -> Result<CommandTool, String> {
                  digit), at most 64"
             ));
         }
-        if let Some(default) = &argument.default
-            && argument.kind.text(default).is_none()
-        {
-            return Err(format!(
-                "argument {name:?}: its default {default} is not a {}",
-                argument.kind.name()
-            ));
+        if let Some(default) = &argument.default {
+            match argument.kind.text(default) {
+                None => {
+                    return Err(format!(
+                        "argument {name:?}: its default {default} is not a {}",
+                        argument.kind.name()
+                    ));
+                }
+                Some(text) if text.contains('\0') => {
+                    return Err(format!(
+                        "argument {name:?}: its default holds a NUL character, which no argv \
+                         element can"
+                    ));
+                }
+                Some(_) => {}
+            }
         }
         arguments.insert(
             name,
@@ -424,6 +491,26 @@ fn check_tool(value: Value) -> Result<CommandTool, String> {
                 }
                 used.insert(name.clone());
             }
+        }
+        let names: BTreeSet<&String> = pieces
+            .iter()
+            .filter_map(|piece| match piece {
+                Piece::Arg(name) => Some(name),
+                Piece::Text(_) => None,
+            })
+            .collect();
+        let may_be_absent = |name: &String| {
+            !spec.required.contains(name)
+                && arguments.get(name).is_some_and(|a| a.default.is_none())
+        };
+        if names.len() > 1
+            && let Some(absent) = names.iter().find(|name| may_be_absent(name))
+        {
+            return Err(format!(
+                "argv[{index}] {element:?}: {{{absent}}} may be left out (not required, no \
+                 default), which leaves out the whole element with the other values in it; \
+                 put each in an element of its own, make it required, or give it a default"
+            ));
         }
         argv.push(pieces);
     }
@@ -589,8 +676,13 @@ impl CommandTool {
             });
         }
         let mut values = BTreeMap::new();
+        // The arguments the caller gave (a default is the operator's).
+        let mut given_by_caller = BTreeSet::new();
         for (name, argument) in &self.arguments {
             let given = arguments.get(name).filter(|v| !v.is_null());
+            if given.is_some() {
+                given_by_caller.insert(name.as_str());
+            }
             let Some(value) = given.or(argument.default.as_ref()) else {
                 if self.required.contains(name) {
                     return Err(FieldError {
@@ -613,8 +705,13 @@ impl CommandTool {
             values.insert(name.as_str(), text);
         }
         let mut argv = Vec::with_capacity(self.argv.len());
-        // After a literal `--`, the program reads no more options.
+        // Whether a literal `--` ended the program's options: only one
+        // that follows every element before it (with one left out, the
+        // `--` may be read as the value of an option: `sort -o -- X`),
+        // and only up to the next fixed element (which may be another
+        // program's name: `env -- sort {file}`).
         let mut options_ended = false;
+        let mut left_out = false;
         'elements: for pieces in &self.argv {
             let mut element = String::new();
             for piece in pieces {
@@ -622,36 +719,57 @@ impl CommandTool {
                     Piece::Text(text) => element.push_str(text),
                     Piece::Arg(name) => match values.get(name.as_str()) {
                         Some(value) => element.push_str(value),
-                        None => continue 'elements,
+                        None => {
+                            left_out = true;
+                            continue 'elements;
+                        }
                     },
                 }
             }
-            if let [Piece::Text(text)] = pieces.as_slice()
-                && text == "--"
-            {
-                options_ended = true;
+            if let [Piece::Text(text)] = pieces.as_slice() {
+                options_ended = text == "--" && !left_out;
             }
-            // An element that begins with an argument's value and reads as
-            // an option (`--output=/etc/passwd` for a `{rev}`) would let the
-            // caller choose the program's options, not only its operands.
             if let Some(Piece::Arg(name)) = pieces.first()
-                && element.starts_with('-')
-                && !options_ended
+                && given_by_caller.contains(name.as_str())
             {
-                return Err(FieldError {
+                leading_rule(&element, options_ended, argv.first()).map_err(|rule| FieldError {
                     field: name.clone(),
-                    rule: format!(
-                        "must not begin with '-' here: {} would read {element:?} as an option \
-                         (the tools file can put \"--\" in argv before this element, so that \
-                         the program reads no options there)",
-                        argv.first().map_or("the program", String::as_str)
-                    ),
-                });
+                    rule,
+                })?;
             }
             argv.push(element);
         }
         Ok(argv)
     }
+}
+
+/// Why `element`, which begins with a value the caller gave, may not go
+/// into the argv, if it may not: a value that reads as an option
+/// (`--output=/etc/passwd` for a `{rev}`) would let the caller choose the
+/// program's options, not only its operands, unless the options have
+/// ended; one that begins with `@` is a response file to gcc, clang,
+/// rustc and javac (`@/root/secret` read as arguments, its text echoed in
+/// the error), wherever it stands.
+fn leading_rule(
+    element: &str,
+    options_ended: bool,
+    program: Option<&String>,
+) -> Result<(), String> {
+    let program = program.map_or("the program", String::as_str);
+    if element.starts_with('-') && !options_ended {
+        return Err(format!(
+            "must not begin with '-' here: {program} would read {element:?} as an option \
+             (the tools file can put \"--\" in argv right before this element, so that the \
+             program reads no options there)"
+        ));
+    }
+    if element.starts_with('@') {
+        return Err(format!(
+            "must not begin with '@': {program} may read {element:?} as a file of arguments \
+             (a response file); the tools file can put fixed text before the value"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

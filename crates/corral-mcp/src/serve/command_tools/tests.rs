@@ -185,3 +185,99 @@ fn a_value_that_would_read_as_an_option_is_refused_unless_options_ended() {
         ["grep", "-r", "--", "-rf", "."]
     );
 }
+
+/// A `--` ends the options only where the program reads it so: not after
+/// an element left out (`sort -o -- X` takes `--` as `-o`'s value), and
+/// only up to the next fixed element, which may be another program's name
+/// (`env -- sort {file}`: `sort` reads options again). A value that begins
+/// with `@` is a response file to gcc, rustc or javac, `--` or not. A
+/// default is the operator's choice, not the caller's.
+#[test]
+fn a_double_dash_protects_only_what_follows_it_directly() {
+    let tools = parse(&json!([
+        {"name": "wrapped", "description": "sort, through env",
+         "arguments": {"file": {"type": "string"}}, "required": ["file"],
+         "argv": ["env", "--", "sort", "{file}"]},
+        {"name": "sort", "description": "sort into a file",
+         "arguments": {"out": {"type": "string"}, "file": {"type": "string"}},
+         "required": ["file"],
+         "argv": ["sort", "-o", "{out}", "--", "{file}"]},
+        {"name": "cc", "description": "compile",
+         "arguments": {"src": {"type": "string"}}, "required": ["src"],
+         "argv": ["cc", "-c", "--", "{src}"]},
+        {"name": "head", "description": "head with an operator's default",
+         "arguments": {"n": {"type": "string", "default": "-5"}},
+         "argv": ["head", "{n}"]},
+    ]))
+    .expect("loads");
+    let refused = |tool: &str, arguments: Value| {
+        let error = tools
+            .get(tool)
+            .expect("the tool")
+            .argv(&args(&arguments))
+            .expect_err("refused");
+        format!("{}: {}", error.field, error.rule)
+    };
+    let error = refused("wrapped", json!({"file": "--output=/tmp/pwned"}));
+    assert!(
+        error.starts_with("file:") && error.contains("as an option"),
+        "{error}"
+    );
+    let error = refused("sort", json!({"file": "--files0-from=/etc/shadow"}));
+    assert!(
+        error.starts_with("file:") && error.contains("as an option"),
+        "{error}"
+    );
+    assert_eq!(
+        tools
+            .get("sort")
+            .expect("sort")
+            .argv(&args(&json!({"out": "sorted", "file": "-x"})))
+            .expect("every element before the -- is there"),
+        ["sort", "-o", "sorted", "--", "-x"]
+    );
+    let error = refused("cc", json!({"src": "@/etc/shadow"}));
+    assert!(
+        error.starts_with("src:") && error.contains("'@'"),
+        "{error}"
+    );
+    assert_eq!(
+        tools
+            .get("head")
+            .expect("head")
+            .argv(&args(&json!({})))
+            .expect("the operator's default"),
+        ["head", "-5"]
+    );
+    let error = refused("head", json!({"n": "--follow"}));
+    assert!(error.starts_with("n:"), "{error}");
+}
+
+/// An element that holds a value that may be left out and another value
+/// would be left out whole with the other in it: refused at load. So is a
+/// default holding NUL.
+#[test]
+fn an_element_that_would_drop_another_value_is_refused_at_load() {
+    let error = parse(&json!([
+        {"name": "connect", "description": "connect",
+         "arguments": {"host": {"type": "string"}, "port": {"type": "integer"}},
+         "required": ["host"],
+         "argv": ["nc", "{host}:{port}"]},
+    ]))
+    .expect_err("{port} may be left out with {host}");
+    assert!(error.contains("{port} may be left out"), "{error}");
+    parse(&json!([
+        {"name": "connect", "description": "connect",
+         "arguments": {"host": {"type": "string"}, "port": {"type": "integer", "default": 80}},
+         "required": ["host"],
+         "argv": ["nc", "{host}:{port}"]},
+    ]))
+    .expect("with a default, both are always there");
+    let error = parse(&json!([
+        {"name": "echo", "description": "echo",
+         "arguments": {"text": {"type": "string", "default": "a\u{0}b"}},
+         "argv": ["echo", "{text}"]},
+    ]))
+    .expect_err("a NUL in a default");
+    assert!(error.contains("NUL"), "{error}");
+}
