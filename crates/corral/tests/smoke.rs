@@ -46,17 +46,23 @@ async fn timeout_kills_escapees_on_cgroup_and_subreaper() {
         assert_eq!(finished.outcome, Outcome::TimedOut);
         assert_eq!(finished.stdout.text(), "hello\n");
         assert!(finished.report.survivors.is_empty());
-        // Bounded by the policy: from the time limit on, the grace and the
-        // final bound (and a margin for corral's own steps). Corral's own
-        // clock, from the trigger: the spawn's time and this test's
-        // scheduling are the machine's (under emulation beside five builds
-        // the whole call took 2.8 s where the cleanup took 0.5: flakes (26)).
-        let bound = Duration::from_millis(300 + 500 + 500);
-        assert!(
-            finished.report.cleanup_time < bound,
-            "cleanup took {:?}, bound {bound:?}",
-            finished.report.cleanup_time
-        );
+        // The policy as the report tells it: a SIGKILL, if one was needed,
+        // came no sooner than the grace after the first signal. How soon
+        // after the grace the cleanup ended is not asserted here: in wall
+        // time (even corral's own, from the trigger) it measures the
+        // machine, and the emulated guest beside a loaded host took 1.49 s
+        // of a 1.3 s bound with nothing wrong (docs/flakes.md (44)). The
+        // upper bounds are `corral-tests`' matrix's, which count only the
+        // time corral's threads chose to wait (`corral_tests::sched`).
+        if let [first, .., last] = finished.report.signals.as_slice()
+            && last.signal == corral::Signal::KILL
+        {
+            assert!(
+                last.at.saturating_sub(first.at) >= Duration::from_millis(300),
+                "SIGKILL before the grace ran out: {:?}",
+                finished.report.signals
+            );
+        }
     }
 }
 
