@@ -373,9 +373,8 @@ async fn a_departed_member_forking_in_a_loop_leaves_nothing() {
                        while :; do sleep \"$TOKEN\" & done' TERM; \
                        echo ready $$; while :; do sleep 0.05; done";
         let mut command = escaper_tree(escaper, &parent);
-        command
-            .env("TOKEN", &token)
-            .grace(Duration::from_secs(60)); // never reached: the leaf empties
+        // The grace is never reached: the leaf empties.
+        command.env("TOKEN", &token).grace(Duration::from_secs(60));
         let Some(run) = cancel_when_ready(command).await else {
             return;
         };
