@@ -714,11 +714,25 @@ impl CommandTool {
         let mut left_out = false;
         'elements: for pieces in &self.argv {
             let mut element = String::new();
+            // The argument whose value gives the element its first
+            // character, if the caller gave it (an empty value before it,
+            // `{a}{b}` with `a` empty, does not hand the start to a piece
+            // the operator wrote, nor take it from the caller).
+            let mut leading: Option<&String> = None;
             for piece in pieces {
+                let started = !element.is_empty();
                 match piece {
                     Piece::Text(text) => element.push_str(text),
                     Piece::Arg(name) => match values.get(name.as_str()) {
-                        Some(value) => element.push_str(value),
+                        Some(value) => {
+                            element.push_str(value);
+                            if !started
+                                && !value.is_empty()
+                                && given_by_caller.contains(name.as_str())
+                            {
+                                leading = Some(name);
+                            }
+                        }
                         None => {
                             left_out = true;
                             continue 'elements;
@@ -729,9 +743,7 @@ impl CommandTool {
             if let [Piece::Text(text)] = pieces.as_slice() {
                 options_ended = text == "--" && !left_out;
             }
-            if let Some(Piece::Arg(name)) = pieces.first()
-                && given_by_caller.contains(name.as_str())
-            {
+            if let Some(name) = leading {
                 leading_rule(&element, options_ended, argv.first()).map_err(|rule| FieldError {
                     field: name.clone(),
                     rule,

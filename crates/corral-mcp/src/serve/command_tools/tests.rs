@@ -251,6 +251,20 @@ fn a_double_dash_protects_only_what_follows_it_directly() {
     );
     let error = refused("head", json!({"n": "--follow"}));
     assert!(error.starts_with("n:"), "{error}");
+    // An empty value first does not hide the next one's leading '-'.
+    let tools = parse(&json!([
+        {"name": "pair", "description": "two values in one element",
+         "arguments": {"a": {"type": "string", "default": ""}, "b": {"type": "string"}},
+         "required": ["b"],
+         "argv": ["tail", "{a}{b}"]},
+    ]))
+    .expect("loads");
+    let error = tools
+        .get("pair")
+        .expect("pair")
+        .argv(&args(&json!({"b": "--pid=1"})))
+        .expect_err("the option comes from b");
+    assert_eq!(error.field, "b", "{}", error.rule);
 }
 
 /// An element that holds a value that may be left out and another value
