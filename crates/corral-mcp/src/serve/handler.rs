@@ -91,6 +91,7 @@ impl ServerHandler for CorralServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        check_input_responses(request.input_responses.as_ref())?;
         let token = context.meta.get_progress_token();
         let (progress_tx, mut progress_rx) = mpsc::channel::<Progress>(4);
         // The call runs in a task of its own: a panic in it becomes a tool
@@ -207,4 +208,34 @@ fn principal_of(context: &RequestContext<RoleServer>) -> Principal {
         .and_then(|parts| parts.extensions.get::<Principal>())
         .cloned()
         .unwrap_or_default()
+}
+
+/// A call's `inputResponses` (SEP-2322), which no corral tool asks for:
+/// ignored when well formed (each an object, as a client retrying a call
+/// sends them; SHOULD ignore what it does not recognise), refused with
+/// `-32602` naming the key when not (a protocol error, SHOULD be one).
+fn check_input_responses(responses: Option<&rmcp::model::InputResponses>) -> Result<(), ErrorData> {
+    let Some((key, value)) = responses
+        .into_iter()
+        .flatten()
+        .find(|(_, value)| !value.is_object())
+    else {
+        return Ok(());
+    };
+    let kind = match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    };
+    let key: String = key.chars().take(64).collect();
+    Err(ErrorData::invalid_params(
+        format!(
+            "inputResponses.{key:?}: an input response is an object (the answer to an input \
+             request), not {kind}"
+        ),
+        None,
+    ))
 }
