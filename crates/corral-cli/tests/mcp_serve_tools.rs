@@ -242,6 +242,61 @@ fn a_program_another_user_can_change_is_refused() {
     let stderr = refused(&scratch, &file, &[]);
     assert!(stderr.contains("absolute path"), "{stderr}");
 
+    // Each PATH entry is checked, not only up to the first file of that
+    // name: which one runs depends on the run's user and execute bits.
+    let path = format!(
+        r#"{{"PATH": "{}:{}"}}"#,
+        scratch.path("safe").display(),
+        open.display()
+    );
+    write(&file, &running("job.sh", &path), 0o644);
+    let stderr = refused(&scratch, &file, &[]);
+    assert!(
+        stderr.contains("without the sticky bit") && stderr.contains("PATH"),
+        "{stderr}"
+    );
+
+    // A script whose #! interpreter another user can change, directly or
+    // through `env` along the PATH.
+    let interpreted = scratch.path("safe/interpreted.sh");
+    std::fs::write(&interpreted, format!("#!{in_open}\n")).expect("write");
+    std::fs::set_permissions(&interpreted, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    write(
+        &file,
+        &running(interpreted.to_str().expect("UTF-8"), "{}"),
+        0o644,
+    );
+    let stderr = refused(&scratch, &file, &[]);
+    assert!(
+        stderr.contains("#! interpreter") && stderr.contains("without the sticky bit"),
+        "{stderr}"
+    );
+    std::fs::write(&interpreted, "#!/usr/bin/env job.sh\n").expect("write");
+    let path = format!(r#"{{"PATH": "{}:/usr/bin"}}"#, open.display());
+    write(
+        &file,
+        &running(interpreted.to_str().expect("UTF-8"), &path),
+        0o644,
+    );
+    let stderr = refused(&scratch, &file, &[]);
+    assert!(stderr.contains("without the sticky bit"), "{stderr}");
+
+    // Not there yet, in a directory anyone may add to (sticky, as /tmp).
+    let sticky = scratch.path("sticky");
+    std::fs::create_dir(&sticky).expect("mkdir");
+    std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let later = sticky.join("later/job.sh");
+    write(&file, &running(later.to_str().expect("UTF-8"), "{}"), 0o644);
+    let stderr = refused(&scratch, &file, &[]);
+    assert!(stderr.contains("may create it"), "{stderr}");
+    write(
+        &file,
+        &running(sticky.join("job.sh").to_str().expect("UTF-8"), "{}"),
+        0o644,
+    );
+    let stderr = refused(&scratch, &file, &[]);
+    assert!(stderr.contains("may create it"), "{stderr}");
+
     let missing = scratch.path("safe/not-yet/job.sh");
     write(
         &file,

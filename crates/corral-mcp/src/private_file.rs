@@ -113,24 +113,36 @@ pub(crate) fn open_unwritable(path: &Path) -> io::Result<File> {
 /// # Errors
 /// A directory or the file fails the rule (kind `PermissionDenied`, the
 /// text names it and the fix), or cannot be looked at.
-pub(crate) fn check_program(path: &Path) -> io::Result<()> {
+pub(crate) fn check_program(path: &Path) -> io::Result<Option<String>> {
+    check_program_at(path, 0)
+}
+
+/// The most `#!` interpreters one program may pass through (the kernel's
+/// own limit is 4).
+const MAX_INTERPRETERS: usize = 4;
+
+/// [`check_program`], `depth` interpreters deep.
+fn check_program_at(path: &Path, depth: usize) -> io::Result<Option<String>> {
     let me = rustix::process::geteuid().as_raw();
     let mut path = path.to_owned();
     for _ in 0..=MAX_LINKS {
         let (Some(name), Some(parent)) = (path.file_name(), path.parent()) else {
-            return Err(refused(format!("{} names no file", path.display())));
+            return Err(refused(format!(
+                "{} names no file (it ends in /, .. or is /); name the program's file",
+                path.display()
+            )));
         };
         let dir = match open_directory(parent, me) {
             Ok(dir) => dir,
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
-                return check_deepest(parent, me);
+                return check_deepest(parent, me).map(|()| None);
             }
             Err(error) => return Err(error),
         };
         check_directories(&dir, me)?;
         let stat = match rustix::fs::statat(&dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) => stat,
-            Err(rustix::io::Errno::NOENT) => return Ok(()),
+            Err(rustix::io::Errno::NOENT) => return closed_to_creation(&dir).map(|()| None),
             Err(error) => return Err(with_text(error.into(), "cannot stat")),
         };
         match FileType::from_raw_mode(stat.st_mode) {
@@ -163,7 +175,7 @@ pub(crate) fn check_program(path: &Path) -> io::Result<()> {
                         described(owner)
                     )));
                 }
-                return Ok(());
+                return check_interpreter(&dir, name, &path, depth);
             }
             kind => return Err(not_regular(kind)),
         }
@@ -174,13 +186,70 @@ pub(crate) fn check_program(path: &Path) -> io::Result<()> {
     ))
 }
 
+/// The interpreter a script names on its `#!` line, checked as the script
+/// is (the kernel runs it with the script's rights). `#!/usr/bin/env NAME`
+/// looks `NAME` up along `PATH` when it runs: that name is returned for
+/// the caller to check along the run's `PATH`.
+fn check_interpreter(
+    dir: &OwnedFd,
+    name: &std::ffi::OsStr,
+    path: &Path,
+    depth: usize,
+) -> io::Result<Option<String>> {
+    let Ok(file) = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        // Unreadable: no script (the interpreter could not read it either).
+        return Ok(None);
+    };
+    let mut head = [0u8; 256];
+    let read = rustix::io::read(&file, &mut head).unwrap_or(0);
+    let Some(line) = head[..read].strip_prefix(b"#!") else {
+        return Ok(None);
+    };
+    let line = line.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.split_whitespace();
+    let Some(interpreter) = words.next() else {
+        return Ok(None);
+    };
+    if depth >= MAX_INTERPRETERS {
+        return Err(refused(format!(
+            "{}: more than {MAX_INTERPRETERS} #! interpreters deep",
+            path.display()
+        )));
+    }
+    if !interpreter.starts_with('/') {
+        return Err(refused(format!(
+            "{}: its #! interpreter {interpreter:?} is not an absolute path",
+            path.display()
+        )));
+    }
+    let looked_up = check_program_at(Path::new(interpreter), depth + 1)
+        .map_err(|error| with_text(error, &format!("the #! interpreter of {}", path.display())))?;
+    if looked_up.is_some() {
+        return Ok(looked_up);
+    }
+    let is_env = Path::new(interpreter).file_name() == Some(std::ffi::OsStr::new("env"));
+    Ok(is_env
+        .then(|| words.find(|word| !word.starts_with('-') && !word.contains('=')))
+        .flatten()
+        .map(str::to_owned))
+}
+
 /// The deepest directory of `path` that exists, checked with every one
-/// above it.
+/// above it, and closed to others' new entries.
 fn check_deepest(path: &Path, me: u32) -> io::Result<()> {
     let mut deepest = path;
     loop {
         match open_directory(deepest, me) {
-            Ok(dir) => return check_directories(&dir, me),
+            Ok(dir) => {
+                check_directories(&dir, me)?;
+                return closed_to_creation(&dir);
+            }
             Err(error) if error.kind() == io::ErrorKind::NotFound => match deepest.parent() {
                 Some(parent) => deepest = parent,
                 None => return Err(error),
@@ -188,6 +257,22 @@ fn check_deepest(path: &Path, me: u32) -> io::Result<()> {
             Err(error) => return Err(error),
         }
     }
+}
+
+/// A directory where a program does not exist yet: one group or others
+/// may write, even with the sticky bit (`/tmp`), lets them create it.
+fn closed_to_creation(dir: &OwnedFd) -> io::Result<()> {
+    let stat = fstat(dir)?;
+    let mode = stat.st_mode & 0o7777;
+    if mode & 0o022 != 0 {
+        let shown = where_is(dir);
+        return Err(refused(format!(
+            "the program is not in {shown} (mode {mode:03o}), where group or others may \
+             create it (the sticky bit stops them replacing files, not adding one); name a \
+             program that exists, in a directory only this user or root can write"
+        )));
+    }
+    Ok(())
 }
 
 /// What a file must be closed to, for group and others.

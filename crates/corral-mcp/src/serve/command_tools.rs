@@ -145,6 +145,16 @@ impl Kind {
         }
     }
 
+    /// The name with its article, for an error: "an integer".
+    fn with_article(self) -> &'static str {
+        match self {
+            Kind::String => "a string",
+            Kind::Integer => "an integer",
+            Kind::Number => "a number",
+            Kind::Boolean => "a boolean",
+        }
+    }
+
     /// `value` as it goes into an argv element, if it is of this kind.
     fn text(self, value: &Value) -> Option<String> {
         match (self, value) {
@@ -364,30 +374,18 @@ pub(crate) fn check_options(options: &ServeOptions, roots: &Roots) -> Result<(),
 /// the program, or a directory on its way, chooses what the server runs,
 /// often as root. A name with a slash must be absolute (a relative one is
 /// found from the run's directory); a bare name is looked for along the
-/// `PATH` the run will search (the tool's `env`, else the server's),
-/// checking each directory up to the one that holds it (a program put
-/// into an earlier one would be run instead). A program found nowhere
-/// passes: it can appear only where this user or root puts it, and a call
-/// meanwhile fails to start.
+/// `PATH` the run will search (the tool's `env`, else the server's), and
+/// every entry is checked, with the file of that name in it if there is
+/// one: which one runs depends on the run's user (`--user`) and the
+/// execute bits, so each could be the one. A program found nowhere passes
+/// where nobody else can put it later. A script's `#!` interpreter is
+/// checked the same way, and the program a `#!/usr/bin/env NAME` line
+/// looks up along that `PATH`.
 fn check_program(tool: &CommandTool) -> Result<(), String> {
-    use std::os::unix::{ffi::OsStrExt as _, fs::PermissionsExt as _};
     let program = match tool.argv.first().map(Vec::as_slice) {
-        Some([Piece::Text(program)]) if !program.is_empty() => program,
+        Some([Piece::Text(program)]) if !program.is_empty() => program.clone(),
         _ => return Err("argv[0] is empty; name the program".into()),
     };
-    let checked = |path: &Path| {
-        crate::private_file::check_program(path)
-            .map_err(|error| format!("argv[0] {program:?}: {error}"))
-    };
-    if program.contains('/') {
-        if !program.starts_with('/') {
-            return Err(format!(
-                "argv[0] {program:?}: a relative path is found from the run's directory, which \
-                 callers choose and other users may change; give the program's absolute path"
-            ));
-        }
-        return checked(Path::new(program));
-    }
     let search = tool
         .env
         .iter()
@@ -395,25 +393,55 @@ fn check_program(tool: &CommandTool) -> Result<(), String> {
         .map(|(_, value)| std::ffi::OsString::from(value))
         .or_else(|| std::env::var_os("PATH"))
         .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let mut looking_for = Some(program.clone());
+    // A program, then what an `env` script of it looks up, and so on.
+    for _ in 0..4 {
+        let Some(name) = looking_for.take() else {
+            return Ok(());
+        };
+        looking_for =
+            check_one(&name, &search).map_err(|why| format!("argv[0] {program:?}: {why}"))?;
+    }
+    Err(format!(
+        "argv[0] {program:?}: more than 4 #!/usr/bin/env programs deep"
+    ))
+}
+
+/// One program `name` along `search` (see [`check_program`]): what a
+/// `#!/usr/bin/env NAME` script of it looks up next, if it is one.
+fn check_one(name: &str, search: &std::ffi::OsStr) -> Result<Option<String>, String> {
+    use std::os::unix::ffi::OsStrExt as _;
+    if name.contains('/') {
+        if !name.starts_with('/') {
+            return Err(format!(
+                "{name:?} is a relative path, found from the run's directory, which callers \
+                 choose and other users may change; give the program's absolute path"
+            ));
+        }
+        return crate::private_file::check_program(Path::new(name)).map_err(|e| e.to_string());
+    }
+    let mut found = None;
     for dir in search.as_bytes().split(|&b| b == b':') {
         let dir = Path::new(std::ffi::OsStr::from_bytes(dir));
         if !dir.is_absolute() {
             return Err(format!(
-                "argv[0] {program:?} is looked for along PATH, whose entry {:?} is relative \
-                 (found from the run's directory, which callers choose); give the program's \
-                 absolute path, or an absolute PATH in the tool's \"env\"",
+                "{name:?} is looked for along PATH, whose entry {:?} is relative (found from \
+                 the run's directory, which callers choose); give the program's absolute \
+                 path, or an absolute PATH in the tool's \"env\"",
                 dir.display()
             ));
         }
-        let candidate = dir.join(program);
-        checked(&candidate)?;
-        if std::fs::metadata(&candidate)
-            .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
-        {
-            return Ok(());
-        }
+        let next = crate::private_file::check_program(&dir.join(name)).map_err(|error| {
+            format!(
+                "{name:?} is looked for along PATH ({}), through {}: {error}; give the \
+                 program's absolute path, or a PATH of safe directories in the tool's \"env\"",
+                search.to_string_lossy(),
+                dir.display()
+            )
+        })?;
+        found = found.or(next);
     }
-    Ok(())
+    Ok(found)
 }
 
 fn check_tool(value: Value) -> Result<CommandTool, String> {
@@ -431,8 +459,8 @@ fn check_tool(value: Value) -> Result<CommandTool, String> {
             match argument.kind.text(default) {
                 None => {
                     return Err(format!(
-                        "argument {name:?}: its default {default} is not a {}",
-                        argument.kind.name()
+                        "argument {name:?}: its default {default} is not {}",
+                        argument.kind.with_article()
                     ));
                 }
                 Some(text) if text.contains('\0') => {
@@ -510,6 +538,21 @@ fn check_tool(value: Value) -> Result<CommandTool, String> {
                 "argv[{index}] {element:?}: {{{absent}}} may be left out (not required, no \
                  default), which leaves out the whole element with the other values in it; \
                  put each in an element of its own, make it required, or give it a default"
+            ));
+        }
+        // Left out after an option that may take the next element as its
+        // value (`-o {out}`), it shifts the next value into that option's.
+        if let Some(absent) = names.iter().find(|name| may_be_absent(name))
+            && let Some([Piece::Text(option)]) = argv.last().map(Vec::as_slice)
+            && option.starts_with('-')
+            && option != "--"
+            && !option.contains('=')
+        {
+            return Err(format!(
+                "argv[{index}] {element:?}: {{{absent}}} may be left out (not required, no \
+                 default) right after the option {option:?}, which would then take the next \
+                 element as its value; make it required, give it a default, or attach it to the \
+                 option (\"{option}{{{absent}}}\" or \"--option={{{absent}}}\")"
             ));
         }
         argv.push(pieces);
@@ -687,14 +730,14 @@ impl CommandTool {
                 if self.required.contains(name) {
                     return Err(FieldError {
                         field: name.clone(),
-                        rule: format!("is required: give a {}", argument.kind.name()),
+                        rule: format!("is required: give {}", argument.kind.with_article()),
                     });
                 }
                 continue;
             };
             let text = argument.kind.text(value).ok_or_else(|| FieldError {
                 field: name.clone(),
-                rule: format!("must be a {}, not {value}", argument.kind.name()),
+                rule: format!("must be {}, not {value}", argument.kind.with_article()),
             })?;
             if text.contains('\0') {
                 return Err(FieldError {
@@ -714,10 +757,10 @@ impl CommandTool {
         let mut left_out = false;
         'elements: for pieces in &self.argv {
             let mut element = String::new();
-            // The argument whose value gives the element its first
-            // character, if the caller gave it (an empty value before it,
-            // `{a}{b}` with `a` empty, does not hand the start to a piece
-            // the operator wrote, nor take it from the caller).
+            // The first argument the caller gave that comes before the
+            // element has a character: it chose how the element begins,
+            // with its value or, empty, by handing the start to what comes
+            // after it (`{name}-{ver}` with `name` empty begins with `-`).
             let mut leading: Option<&String> = None;
             for piece in pieces {
                 let started = !element.is_empty();
@@ -727,10 +770,16 @@ impl CommandTool {
                         Some(value) => {
                             element.push_str(value);
                             if !started
-                                && !value.is_empty()
+                                && leading.is_none()
                                 && given_by_caller.contains(name.as_str())
                             {
                                 leading = Some(name);
+                            }
+                            // An empty value may leave an option without
+                            // its value (`-o{out}`), which then takes the
+                            // next element: a later `--` is not surely one.
+                            if value.is_empty() {
+                                left_out = true;
                             }
                         }
                         None => {
@@ -742,6 +791,24 @@ impl CommandTool {
             }
             if let [Piece::Text(text)] = pieces.as_slice() {
                 options_ended = text == "--" && !left_out;
+            }
+            // `-o{out}` with `out` empty is `-o` alone, which takes the
+            // next element as its value.
+            if let Some(Piece::Text(option)) = pieces.first()
+                && option.starts_with('-')
+                && !option.contains('=')
+                && element == *option
+                && let Some(Piece::Arg(name)) = pieces
+                    .iter()
+                    .find(|piece| matches!(piece, Piece::Arg(name) if given_by_caller.contains(name.as_str())))
+            {
+                return Err(FieldError {
+                    field: name.clone(),
+                    rule: format!(
+                        "must not be empty here: {option:?} alone would take the next argument \
+                         as its value"
+                    ),
+                });
             }
             if let Some(name) = leading {
                 leading_rule(&element, options_ended, argv.first()).map_err(|rule| FieldError {

@@ -91,8 +91,8 @@ async fn unknown_missing_and_mistyped_arguments_are_refused_naming_the_field() {
         (json!({"text": "x", "nmae": 1}), "`nmae`: no such argument"),
         (json!({}), "`text`: is required"),
         (json!({"text": 7}), "`text`: must be a string"),
-        (json!({"text": "x", "n": "3"}), "`n`: must be a integer"),
-        (json!({"text": "x", "n": 1.5}), "`n`: must be a integer"),
+        (json!({"text": "x", "n": "3"}), "`n`: must be an integer"),
+        (json!({"text": "x", "n": 1.5}), "`n`: must be an integer"),
         (
             json!({"text": "x", "flag": "yes"}),
             "`flag`: must be a boolean",

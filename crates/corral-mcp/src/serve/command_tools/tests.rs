@@ -65,12 +65,12 @@ fn calls_are_refused_naming_the_field() {
         (
             json!({"name": "x", "times": 1.5}),
             "times",
-            "must be a integer",
+            "must be an integer",
         ),
         (
             json!({"name": "x", "times": "3"}),
             "times",
-            "must be a integer",
+            "must be an integer",
         ),
         (
             json!({"name": "x", "loud": "yes"}),
@@ -155,7 +155,8 @@ fn bad_json_is_refused_with_its_line_and_column() {
 fn a_value_that_would_read_as_an_option_is_refused_unless_options_ended() {
     let tools = parse(&json!([
         {"name": "log", "description": "git log of a revision",
-         "arguments": {"rev": {"type": "string"}, "n": {"type": "integer"}}, "required": ["rev"],
+         "arguments": {"rev": {"type": "string"}, "n": {"type": "integer"}},
+         "required": ["rev", "n"],
          "argv": ["git", "log", "{rev}", "-n", "{n}"]},
         {"name": "grep", "description": "grep for a pattern",
          "arguments": {"pattern": {"type": "string"}}, "required": ["pattern"],
@@ -164,7 +165,7 @@ fn a_value_that_would_read_as_an_option_is_refused_unless_options_ended() {
     .expect("loads");
     let log = tools.get("log").expect("log");
     let refused = log
-        .argv(&args(&json!({"rev": "--output=/etc/passwd"})))
+        .argv(&args(&json!({"rev": "--output=/etc/passwd", "n": 3})))
         .expect_err("an option chosen by the caller");
     assert_eq!(refused.field, "rev");
     assert!(refused.rule.contains("as an option"), "{}", refused.rule);
@@ -198,10 +199,10 @@ fn a_double_dash_protects_only_what_follows_it_directly() {
         {"name": "wrapped", "description": "sort, through env",
          "arguments": {"file": {"type": "string"}}, "required": ["file"],
          "argv": ["env", "--", "sort", "{file}"]},
-        {"name": "sort", "description": "sort into a file",
-         "arguments": {"out": {"type": "string"}, "file": {"type": "string"}},
+        {"name": "sort", "description": "sort, maybe with a flag",
+         "arguments": {"flag": {"type": "string"}, "file": {"type": "string"}},
          "required": ["file"],
-         "argv": ["sort", "-o", "{out}", "--", "{file}"]},
+         "argv": ["sort", "{flag}", "--", "{file}"]},
         {"name": "cc", "description": "compile",
          "arguments": {"src": {"type": "string"}}, "required": ["src"],
          "argv": ["cc", "-c", "--", "{src}"]},
@@ -232,9 +233,9 @@ fn a_double_dash_protects_only_what_follows_it_directly() {
         tools
             .get("sort")
             .expect("sort")
-            .argv(&args(&json!({"out": "sorted", "file": "-x"})))
+            .argv(&args(&json!({"flag": "data", "file": "-x"})))
             .expect("every element before the -- is there"),
-        ["sort", "-o", "sorted", "--", "-x"]
+        ["sort", "data", "--", "-x"]
     );
     let error = refused("cc", json!({"src": "@/etc/shadow"}));
     assert!(
@@ -294,4 +295,53 @@ fn an_element_that_would_drop_another_value_is_refused_at_load() {
     ]))
     .expect_err("a NUL in a default");
     assert!(error.contains("NUL"), "{error}");
+}
+
+/// An empty value is a value the caller chose too: one that hands the
+/// start of its element to fixed text that reads as an option, or leaves
+/// an option (`-o{out}`) without its value, is refused; so, at load, is an
+/// element that may be left out right after an option that would then
+/// take the next element as its value.
+#[test]
+fn an_empty_value_cannot_make_an_option_either() {
+    let tools = parse(&json!([
+        {"name": "versioned", "description": "name-version",
+         "arguments": {"name": {"type": "string"}, "ver": {"type": "string"}},
+         "required": ["name", "ver"],
+         "argv": ["sort", "{name}-{ver}"]},
+        {"name": "sort", "description": "sort into a file",
+         "arguments": {"out": {"type": "string"}, "file": {"type": "string"}},
+         "required": ["out", "file"],
+         "argv": ["sort", "-o{out}", "--", "{file}"]},
+    ]))
+    .expect("loads");
+    let refused = |tool: &str, arguments: Value| {
+        let error = tools
+            .get(tool)
+            .expect("the tool")
+            .argv(&args(&arguments))
+            .expect_err("refused");
+        format!("{}: {}", error.field, error.rule)
+    };
+    let error = refused(
+        "versioned",
+        json!({"name": "", "ver": "-files0-from=/etc/shadow"}),
+    );
+    assert!(error.contains("as an option"), "{error}");
+    let error = refused(
+        "sort",
+        json!({"out": "", "file": "--files0-from=/etc/shadow"}),
+    );
+    assert!(
+        error.starts_with("out:") && error.contains("must not be empty"),
+        "{error}"
+    );
+    let error = parse(&json!([
+        {"name": "sort", "description": "sort",
+         "arguments": {"out": {"type": "string"}, "file": {"type": "string"}},
+         "required": ["file"],
+         "argv": ["sort", "-o", "{out}", "{file}"]},
+    ]))
+    .expect_err("{out} left out shifts {file} into -o");
+    assert!(error.contains("right after the option \"-o\""), "{error}");
 }
