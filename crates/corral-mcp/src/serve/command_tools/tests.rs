@@ -17,6 +17,16 @@ fn greet() -> Value {
            "argv": ["greet", "--name={name}", "{times}", "--loud={loud}", "{{lit}}"]})
 }
 
+/// The refusal of a call of `tool` with `arguments`: "field: rule".
+fn refused_call(tools: &CommandTools, tool: &str, arguments: &Value) -> String {
+    let error = tools
+        .get(tool)
+        .expect("the tool")
+        .argv(&args(arguments))
+        .expect_err("refused");
+    format!("{}: {}", error.field, error.rule)
+}
+
 fn args(value: &Value) -> serde_json::Map<String, Value> {
     value.as_object().cloned().unwrap_or_default()
 }
@@ -211,14 +221,7 @@ fn a_double_dash_protects_only_what_follows_it_directly() {
          "argv": ["head", "{n}"]},
     ]))
     .expect("loads");
-    let refused = |tool: &str, arguments: Value| {
-        let error = tools
-            .get(tool)
-            .expect("the tool")
-            .argv(&args(&arguments))
-            .expect_err("refused");
-        format!("{}: {}", error.field, error.rule)
-    };
+    let refused = |tool: &str, arguments: Value| refused_call(&tools, tool, &arguments);
     let error = refused("wrapped", json!({"file": "--output=/tmp/pwned"}));
     assert!(
         error.starts_with("file:") && error.contains("as an option"),
@@ -315,14 +318,7 @@ fn an_empty_value_cannot_make_an_option_either() {
          "argv": ["sort", "-o{out}", "--", "{file}"]},
     ]))
     .expect("loads");
-    let refused = |tool: &str, arguments: Value| {
-        let error = tools
-            .get(tool)
-            .expect("the tool")
-            .argv(&args(&arguments))
-            .expect_err("refused");
-        format!("{}: {}", error.field, error.rule)
-    };
+    let refused = |tool: &str, arguments: Value| refused_call(&tools, tool, &arguments);
     let error = refused(
         "versioned",
         json!({"name": "", "ver": "-files0-from=/etc/shadow"}),
