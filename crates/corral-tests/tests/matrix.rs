@@ -367,6 +367,15 @@ async fn exercise(backend: Backend, args: &[&str], path: Path) {
             !finished.report.cgroup_not_removed,
             "the report says a leaf was left"
         );
+        // The leader's status is the supervisor's to take, whoever killed
+        // it: a kill that reaps the members it sees die (a subreaper's
+        // adopted zombies) must leave the leader's zombie alone, or
+        // `--preserve-status` and the outcome's exit code lose it.
+        assert!(
+            finished.leader.is_some(),
+            "the leader's status was lost: {:?}",
+            finished.report.notes
+        );
         if let Some(outcome) = expected.outcome {
             assert_eq!(finished.outcome, outcome);
         }

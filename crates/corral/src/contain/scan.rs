@@ -673,20 +673,41 @@ impl ScannedTree {
 
     /// A member the last walk found that still runs (a held one is asked
     /// through its pidfd, the others by their `stat`); the ones seen gone
-    /// are dropped from the list on the way.
+    /// are dropped from the list on the way, and a subreaper's adopted
+    /// zombies among them reaped as they are seen (`reap_exited`).
     fn running_member(&mut self) -> Option<(i32, u64)> {
-        while let Some(&(pid, start_time)) = self.last.last() {
-            let running = match self.held.get(&(pid, start_time)) {
+        while let Some(&member) = self.last.last() {
+            let running = match self.held.get(&member) {
                 Some(pidfd) => !sys::pidfd_exited(pidfd.as_fd()),
-                None => identity::read_stat(pid)
-                    .is_ok_and(|s| s.start_time == start_time && s.is_running()),
+                None => identity::read_stat(member.0)
+                    .is_ok_and(|s| s.start_time == member.1 && s.is_running()),
             };
             if running {
-                return Some((pid, start_time));
+                return Some(member);
             }
+            self.reap_exited(member);
             self.last.pop();
         }
         None
+    }
+
+    /// Reaps `member`, seen exited, through its held pidfd if it is a
+    /// subreaper's adopted zombie by now (never the leader, whose status the
+    /// supervisor takes), and lets the pidfd go. While a killed tree dies,
+    /// each member is reaped as its exit is seen, beside the exits still
+    /// under way, rather than all of them at once in the verdict's
+    /// `reap_held` (1,000 reaps there: 30-45 ms, BENCHMARKS.md section 10).
+    /// One whose parent (a member) has not died yet is not our child: it is
+    /// kept, for `reap_held` once it is adopted.
+    fn reap_exited(&mut self, member: (i32, u64)) {
+        if !matches!(self.rule, Rule::Subreaper(_)) || Some(member) == self.leader {
+            return;
+        }
+        if let Some(pidfd) = self.held.get(&member)
+            && sys::reap_pidfd(pidfd.as_fd()).unwrap_or(false)
+        {
+            self.held.remove(&member);
+        }
     }
 
     /// Waits until `member` exits or `until` passes: on its pidfd (held, or
