@@ -196,6 +196,11 @@ fn a_program_another_user_can_change_is_refused() {
     write(&file, &running(&safe, "{}"), 0o644);
     let (code, stderr) = serve(&scratch, &["--tools", tools_arg(&file)]);
     assert_eq!(code, Some(0), "a safe program: {stderr}");
+    // A second name for it (a hard link) changes nothing: a program is not a
+    // secret, and no name can change what the checked mode protects.
+    std::fs::hard_link(&safe, scratch.path("safe/other-name.sh")).expect("hard link");
+    let (code, stderr) = serve(&scratch, &["--tools", tools_arg(&file)]);
+    assert_eq!(code, Some(0), "a safe program with two names: {stderr}");
 
     let writable = script(&scratch.path("writable"), 0o757);
     write(&file, &running(&writable, "{}"), 0o644);
