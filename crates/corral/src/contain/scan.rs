@@ -272,6 +272,13 @@ pub(crate) struct ScannedTree {
     /// Whether the walk that found the tree empty also reaped its zombies
     /// (a subreaper's), so that closing need not walk again.
     tidied: bool,
+    /// Whether the last walk, a re-scan of this tree's own, found it empty
+    /// (judged as `is_empty` judges): the next emptiness check takes that
+    /// answer instead of walking again. The cleanup's re-scan (for the
+    /// watchdog) starts after the leader was seen gone, as the check's own
+    /// walk would, and the check comes right after it: a subreaper's
+    /// spawn + wait walks once, not three times. Any other walk clears it.
+    found_empty: bool,
     /// Whether the last kill pass reached its fixed point (see
     /// [`freeze`](Self::freeze)) and sent `SIGKILL` by identity to every
     /// member it found: then none can fork any more (the kernel fails a fork
@@ -300,6 +307,7 @@ impl ScannedTree {
             held: Box::default(),
             leader: None,
             tidied: false,
+            found_empty: false,
             killed_whole: false,
             created: std::time::Instant::now(),
         }
@@ -324,6 +332,7 @@ impl ScannedTree {
     /// caught this way.
     fn scan_signalling(&mut self, signal: Option<Signal>) -> io::Result<(Vec<Stat>, Identities)> {
         self.signalled |= signal.is_some();
+        self.found_empty = false;
         match self.scan_signalling_holding(signal, true) {
             // Out of descriptors, the walk itself needs the ones the held
             // pidfds take (they only save work): let them go, walk again
@@ -501,7 +510,10 @@ impl ScannedTree {
                 }
             })
         } else {
-            self.scan().map(|_| ())
+            // Its own walk, started now: its verdict is as good as the
+            // next check's would be (see `found_empty`).
+            self.scan()
+                .map(|members| self.found_empty = self.judged_empty(&members))
         };
         if let Err(error) = scanned {
             tracing::debug!(%error, "re-scan failed");
@@ -636,11 +648,15 @@ impl ScannedTree {
     /// [`is_empty`](Self::is_empty), judged on a walk that started after
     /// the last members were seen gone, shared with the host's other trees.
     pub(crate) async fn is_empty_shared(&mut self) -> io::Result<bool> {
+        if std::mem::take(&mut self.found_empty) {
+            self.tidied = true;
+            return Ok(true);
+        }
         if self.a_member_still_runs() {
             return Ok(false);
         }
         let members = self.scan_shared().await?;
-        Ok(self.judged_empty(&members))
+        Ok(self.verdict(&members))
     }
 
     /// Whether the walk found no member, and no member exited since the
@@ -649,11 +665,24 @@ impl ScannedTree {
     /// waiting out a grace costs a `stat` read per poll, not a walk of every
     /// process on the host.
     pub(crate) fn is_empty(&mut self) -> io::Result<bool> {
+        if std::mem::take(&mut self.found_empty) {
+            self.tidied = true;
+            return Ok(true);
+        }
         if self.a_member_still_runs() {
             return Ok(false);
         }
         let members = self.scan()?;
-        Ok(self.judged_empty(&members))
+        Ok(self.verdict(&members))
+    }
+
+    /// [`judged_empty`](Self::judged_empty) of the walk just made; a walk
+    /// that found the tree empty reaped its zombies as it went (a
+    /// subreaper's `tidy`, in `absorb`), so closing need not walk again.
+    fn verdict(&mut self, members: &[Stat]) -> bool {
+        let empty = self.judged_empty(members);
+        self.tidied |= empty;
+        empty
     }
 
     /// Empty: the walk found no member, no member was seen exiting since the
