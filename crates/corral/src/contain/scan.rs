@@ -272,12 +272,14 @@ pub(crate) struct ScannedTree {
     /// Whether the walk that found the tree empty also reaped its zombies
     /// (a subreaper's), so that closing need not walk again.
     tidied: bool,
-    /// Whether the last walk, a re-scan of this tree's own, found it empty
-    /// (judged as `is_empty` judges): the next emptiness check takes that
-    /// answer instead of walking again. The cleanup's re-scan (for the
-    /// watchdog) starts after the leader was seen gone, as the check's own
-    /// walk would, and the check comes right after it: a subreaper's
-    /// spawn + wait walks once, not three times. Any other walk clears it.
+    /// Whether the last walk, a re-scan of this tree's own that started
+    /// after every member the walk before found (the leader among them) was
+    /// seen gone, found it empty (judged as `is_empty` judges): the next
+    /// emptiness check takes that answer instead of walking again, as its
+    /// own walk would start the same way. The cleanup's re-scan (for the
+    /// watchdog) comes right before that check: after the leader's exit, a
+    /// subreaper's spawn + wait walks once, not three times. Any other walk
+    /// clears it.
     found_empty: bool,
     /// Whether the last kill pass reached its fixed point (see
     /// [`freeze`](Self::freeze)) and sent `SIGKILL` by identity to every
@@ -510,10 +512,15 @@ impl ScannedTree {
                 }
             })
         } else {
-            // Its own walk, started now: its verdict is as good as the
-            // next check's would be (see `found_empty`).
+            // Its own walk: its verdict is as good as the next check's would
+            // be (see `found_empty`) only if it started after every member
+            // the last walk found, the leader among them, was seen gone. A
+            // leader that forks and exits while the walk runs (a time limit
+            // does not wait for its exit) reads as a zombie, no member, and
+            // its child may come after the walk's listing.
+            let all_gone = !self.a_member_still_runs();
             self.scan()
-                .map(|members| self.found_empty = self.judged_empty(&members))
+                .map(|members| self.found_empty = all_gone && self.judged_empty(&members))
         };
         if let Err(error) = scanned {
             tracing::debug!(%error, "re-scan failed");
