@@ -1068,7 +1068,12 @@ const BREED_SECS: &str = "2";
 /// its death orphans those children where nothing links them to the tree:
 /// out of the group, re-parented away (the group backend has no subreaper).
 /// The kill stops members to a fixed point first, and a stopped process
-/// cannot fork (`ScannedTree::freeze`). The breeder ignores `SIGTERM`, so
+/// cannot fork (`ScannedTree::freeze`). A subreaper's kill needs no stop:
+/// such a child is re-parented to the subreaper, a member still, and the
+/// kill walks again after the members it killed are gone
+/// (`ScannedTree::kill_at_sight`; without that walk, a child forked between
+/// the walk and the kill outlives the call in about a third of the runs).
+/// The breeder ignores `SIGTERM`, so
 /// the kill is what ends it; a child of it that outlives it says so.
 /// The call is cancelled once the breeder is ready and has bred for a
 /// while (a fixed 500 ms time limit could end it before its readiness line

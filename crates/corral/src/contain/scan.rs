@@ -858,9 +858,10 @@ impl ScannedTree {
         Ok(false)
     }
 
-    /// Stops the tree to a fixed point, for a kill: `SIGSTOP` to every member
-    /// by identity (a subreaper's the moment the walk reads them; a group's
-    /// whole group at once, which the kernel makes atomic with `fork`), a
+    /// Stops the tree to a fixed point, for a kill of a group or recorded
+    /// tree (a subreaper's needs none: [`kill_at_sight`](Self::kill_at_sight)):
+    /// `SIGSTOP` to every member by identity (a group's whole group at once,
+    /// which the kernel makes atomic with `fork`), a
     /// wait until every thread of each shows the stopped state, then a new
     /// walk; until a walk that started after every member it finds was seen
     /// stopped finds no other member, none exiting and none undecided. A
@@ -906,19 +907,12 @@ impl ScannedTree {
     }
 
     /// One walk of a freeze: `SIGSTOP` to the group whole, then to each
-    /// member by identity that was not sent it yet (a subreaper's at sight);
-    /// returns the members.
+    /// member by identity that was not sent it yet; returns the members.
     async fn stop_walk(&mut self) -> io::Result<Vec<Stat>> {
-        self.reap_held();
         if let Err(error) = self.rule.signal_wholesale(Signal::STOP) {
             tracing::debug!(%error, "stopping the group failed");
         }
-        let members = if self.shares_walks() {
-            self.scan_shared().await?
-        } else {
-            self.scan_signalling(Some(Signal::STOP))?.0
-        };
-        // Those stopped at sight are not sent it again.
+        let members = self.scan_shared().await?;
         self.signal_members(&members, Signal::STOP)?;
         Ok(members)
     }
@@ -931,6 +925,9 @@ impl ScannedTree {
     /// stopped before the error is returned.
     async fn freeze_and_kill(&mut self, until: Instant) -> io::Result<(Vec<Stat>, bool, usize)> {
         self.killed_whole = false;
+        if matches!(self.rule, Rule::Subreaper(_)) {
+            return self.kill_at_sight();
+        }
         let frozen = self.freeze(until).await;
         let killed = match &frozen {
             Ok((members, _)) => self.signal_members(members, Signal::KILL),
@@ -944,6 +941,30 @@ impl ScannedTree {
                 .iter()
                 .all(|m| self.killed.contains(&(m.pid, m.start_time)));
         Ok((members, settled, killed? + delivered))
+    }
+
+    /// A subreaper's kill pass: `SIGKILL` by identity to each member the
+    /// moment the walk reads it, with no freeze first. The freeze closes a
+    /// window the subreaper does not have: a child a member forks after the
+    /// walk read it and before its `SIGKILL` is re-parented to this process
+    /// when that member dies (it is the subreaper), so it stays a member
+    /// (adopted, started after the leader) and the next walk finds it; and
+    /// that walk comes, since a pass is the verdict only if it started
+    /// after every member the walks before it found was seen gone, and
+    /// found nobody, nothing exiting and nothing undecided. A group's
+    /// members re-parent to a process outside the tree and a recorded
+    /// tree's to whatever reaps them: those are stopped first.
+    /// Returns what [`freeze_and_kill`](Self::freeze_and_kill) returns.
+    fn kill_at_sight(&mut self) -> io::Result<(Vec<Stat>, bool, usize)> {
+        self.reap_held();
+        let all_gone = !self.a_member_still_runs();
+        let scanned = self.scan_signalling(Some(Signal::KILL));
+        // Never left stopped: what an earlier step stopped is killed too.
+        let stopped = self.kill_stopped();
+        let (members, reached) = scanned?;
+        let killed = self.signal_members(&members, Signal::KILL)?;
+        let settled = all_gone && self.judged_empty(&members);
+        Ok((members, settled, reached.len() + killed + stopped))
     }
 
     /// `SIGKILL` to every process a freeze stopped and no kill reached yet;
