@@ -74,8 +74,13 @@ impl Claim {
 /// `children` files, a look at this process alone, where the kernel has
 /// them and no thread came or went while they were read (a thread's end
 /// moves its children to another thread, which a reading between the two
-/// could miss); from a walk of `/proc` otherwise.
+/// could miss); from a walk of `/proc` otherwise. None at all, without a
+/// look, when the kernel says this process has no child (one `waitid`: an
+/// embedding host that spawns one tree at a time has none between them).
 fn our_children() -> Vec<(i32, u64)> {
+    if !sys::has_children() {
+        return Vec::new();
+    }
     let me = sys::getpid();
     let threads = || {
         std::fs::read_dir("/proc/self/task").map(|tasks| {

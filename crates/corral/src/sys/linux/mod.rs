@@ -42,8 +42,9 @@ pub(crate) use pidns::{pid_in_own_namespace, proc_is_own_namespace, proc_pid_of}
 #[cfg(test)]
 pub(crate) use process::limit_open_files;
 pub(crate) use process::{
-    Forked, ProcessLimit, current_exe, fork, getegid, geteuid, getpid, getppid, is_child_subreaper,
-    open_files_limit, own_process_group, parent_death_signal, set_child_subreaper, single_threaded,
+    Forked, ProcessLimit, current_exe, fork, getegid, geteuid, getpid, getppid, has_children,
+    is_child_subreaper, open_files_limit, own_process_group, parent_death_signal,
+    set_child_subreaper, single_threaded,
 };
 pub(crate) use signals::{
     block, children_autoreaped, default_sigchld, ignore, is_ignored, reset_to_default,

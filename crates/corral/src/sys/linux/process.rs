@@ -107,6 +107,25 @@ pub(crate) fn set_child_subreaper(on: bool) -> io::Result<()> {
     Ok(rustix::process::set_child_subreaper(me)?)
 }
 
+/// Whether this process has a child at all, of any thread, running or not,
+/// reaped or not: `waitid(P_ALL, WEXITED | WNOHANG | WNOWAIT | __WALL)`,
+/// which fails with `ECHILD` only when there is none (`__WALL`: children
+/// whose exit signal is not `SIGCHLD` too; `WNOWAIT`: a zombie stays one,
+/// for whoever waits for it). Any other answer, an error included, says
+/// yes.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/waitid.2.html>
+pub(crate) fn has_children() -> bool {
+    // SAFETY: `info` is a valid, writable `siginfo_t`; the call neither
+    // reaps nor keeps a pointer.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let options = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT | libc::__WALL;
+    // SAFETY: as above.
+    let result = unsafe { libc::waitid(libc::P_ALL, 0, &raw mut info, options) };
+    !(result == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD))
+}
+
 /// `prctl(PR_GET_CHILD_SUBREAPER)`: whether this process is a subreaper.
 ///
 /// # References
@@ -195,4 +214,47 @@ pub(crate) fn limit_open_files(soft: u64) -> io::Result<()> {
             maximum,
         },
     )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process without children is told so; one with a child, even a
+    /// zombie, is told it has one, and the zombie is left for its waiter.
+    #[test]
+    fn has_children_sees_a_zombie_and_leaves_it() {
+        // SAFETY: the child makes one system call and `_exit`s: nothing that
+        // takes a lock another thread of this test process may hold.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", io::Error::last_os_error());
+        if pid == 0 {
+            // A fresh process has no child.
+            let code = if has_children() { 1 } else { 0 };
+            // SAFETY: ends the child at once.
+            unsafe { libc::_exit(code) };
+        }
+        // Its exit is seen without reaping it.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is a valid `siginfo_t`.
+        let waited = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &raw mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        assert_eq!(waited, 0, "waitid: {}", io::Error::last_os_error());
+        let with_zombie = has_children();
+        let mut status = 0;
+        // SAFETY: reaps our own child.
+        let reaped = unsafe { libc::waitpid(pid, &raw mut status, 0) };
+        assert!(with_zombie, "a zombie child was not counted");
+        assert_eq!(reaped, pid, "the zombie was reaped by the check");
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "a process with no child was told it had one"
+        );
+    }
 }
