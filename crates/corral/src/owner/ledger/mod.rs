@@ -139,7 +139,7 @@ fn file_name(id: &str) -> OsString {
 /// created or written.
 pub fn write(record: &Record) -> Result<(), Error> {
     let dir = dir();
-    let written = Store::open_kept(&dir, true)?
+    let written = Store::open(&dir, true)?
         .map(|store| {
             let bytes = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
             store.publish(&file_name(&record.id), &bytes)
@@ -161,7 +161,7 @@ pub fn remove(id: &str) -> Result<(), Error> {
 }
 
 pub(crate) fn remove_in(dir: &Path, id: &str) -> Result<(), Error> {
-    let Some(store) = Store::open_kept(dir, false)? else {
+    let Some(store) = Store::open(dir, false)? else {
         return Ok(());
     };
     store

@@ -17,7 +17,6 @@ use std::{
     io,
     os::{fd::OwnedFd, unix::ffi::OsStrExt},
     path::{Component, Path, PathBuf},
-    sync::{Arc, Mutex, PoisonError},
 };
 
 use crate::{
@@ -36,14 +35,7 @@ pub const RECORD_MAX: usize = 64 * 1024;
 pub(crate) struct Store {
     path: PathBuf,
     dir: OwnedFd,
-    /// The directory's identity (device, inode) when it was checked.
-    identity: (u64, u64),
 }
-
-/// The store [`Store::open_kept`] opened last, with the path it was asked
-/// for: each spawn writes a record and removes it, and walking and checking
-/// every directory above the ledger twice a spawn cost more than the record.
-static KEPT: Mutex<Option<(PathBuf, Arc<Store>)>> = Mutex::new(None);
 
 /// Why a directory is refused: one line that names the path, what is wrong
 /// with it and the fix.
@@ -107,42 +99,7 @@ impl Store {
         Ok(Some(Self {
             path: absolute,
             dir,
-            identity: (meta.dev, meta.ino),
         }))
-    }
-
-    /// [`open`](Self::open), for a record's write or removal: the directory
-    /// opened and checked last time for the same `path` is used again if
-    /// `path` still names it (the same device and inode, not through a
-    /// symlink) and it is still ours and writable by nobody else, all read
-    /// by one `lstat`; else it is opened afresh, every check made again.
-    /// What another user could do since the first open changes nothing: the
-    /// directory above was trusted then, this one is ours and closed to
-    /// others, and one swapped in or moved away has another identity (or
-    /// none), so the next write goes to the directory `path` names now, or
-    /// is refused as a fresh open refuses it. A record written through the
-    /// kept descriptor is always where `path` leads.
-    ///
-    /// # Errors
-    /// As [`open`](Self::open).
-    pub(crate) fn open_kept(path: &Path, create: bool) -> Result<Option<Arc<Self>>, Error> {
-        let mut kept = KEPT.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((asked, store)) = kept.as_ref()
-            && asked == path
-            && dirfd::meta_at_path(path).is_ok_and(|meta| {
-                meta.is_dir
-                    && (meta.dev, meta.ino) == store.identity
-                    && check_dir(path, &meta).is_ok()
-            })
-        {
-            return Ok(Some(Arc::clone(store)));
-        }
-        *kept = None;
-        let Some(store) = Self::open(path, create)?.map(Arc::new) else {
-            return Ok(None);
-        };
-        *kept = Some((path.to_owned(), Arc::clone(&store)));
-        Ok(Some(store))
     }
 
     /// The directory's path, as opened.
@@ -448,62 +405,6 @@ mod tests {
         assert!(
             matches!(reopened, Err(Error::LedgerRefused { .. })),
             "the swapped-in symlink is refused on the next open"
-        );
-    }
-
-    /// The directory kept from the last write is used again only while the
-    /// path still names it, ours and closed to others: moved away and
-    /// replaced, the next record goes to the new directory; opened to
-    /// others, or replaced by a symlink, the next write is refused as a
-    /// fresh open refuses it.
-    #[test]
-    fn a_kept_directory_is_used_only_while_its_path_names_it() {
-        use std::os::unix::fs::DirBuilderExt;
-        let base = scratch("kept");
-        let dir = base.join("ledger");
-        let first = Store::open_kept(&dir, true)
-            .expect("opens")
-            .expect("created");
-        first.publish(OsStr::new("a.json"), b"{}").expect("written");
-        let again = Store::open_kept(&dir, true)
-            .expect("opens")
-            .expect("exists");
-        let reused = Arc::ptr_eq(&first, &again);
-        let moved = base.join("moved");
-        std::fs::rename(&dir, &moved).expect("move away");
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .expect("a new one");
-        let store = Store::open_kept(&dir, true)
-            .expect("opens")
-            .expect("exists");
-        store.publish(OsStr::new("b.json"), b"{}").expect("written");
-        let (in_new, in_moved) = (dir.join("b.json").exists(), moved.join("b.json").exists());
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
-        let opened = Store::open_kept(&dir, true).map(|_| ());
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
-        Store::open_kept(&dir, true)
-            .expect("opens")
-            .expect("exists");
-        // A symlink to the kept directory itself: still refused.
-        let kept = base.join("kept");
-        std::fs::rename(&dir, &kept).expect("move away");
-        std::os::unix::fs::symlink(&kept, &dir).expect("a symlink in its place");
-        let through_symlink = Store::open_kept(&dir, true).map(|_| ());
-        let _ = std::fs::remove_dir_all(&base);
-        assert!(reused, "the directory was walked and checked again");
-        assert!(
-            in_new && !in_moved,
-            "the record went to the directory moved away"
-        );
-        assert!(
-            matches!(opened, Err(Error::LedgerRefused { .. })),
-            "a kept directory opened to others was written: {opened:?}"
-        );
-        assert!(
-            matches!(through_symlink, Err(Error::LedgerRefused { .. })),
-            "a symlink in the kept directory's place was followed: {through_symlink:?}"
         );
     }
 

@@ -20,7 +20,6 @@ pub(crate) struct Meta {
     /// The permission bits (with set-id and sticky).
     pub(crate) mode: u32,
     pub(crate) size: u64,
-    pub(crate) dev: u64,
     pub(crate) ino: u64,
     pub(crate) is_dir: bool,
     pub(crate) is_file: bool,
@@ -39,28 +38,16 @@ impl Meta {
 /// # References
 /// - <https://man7.org/linux/man-pages/man2/fstat.2.html>
 pub(crate) fn meta(fd: impl AsFd) -> io::Result<Meta> {
-    Ok(meta_of(&rustix::fs::fstat(fd)?))
-}
-
-/// `lstat(path)`: the entry `path` names now, a symlink not followed.
-///
-/// # References
-/// - <https://man7.org/linux/man-pages/man2/lstat.2.html>
-pub(crate) fn meta_at_path(path: &std::path::Path) -> io::Result<Meta> {
-    Ok(meta_of(&rustix::fs::lstat(path)?))
-}
-
-fn meta_of(stat: &rustix::fs::Stat) -> Meta {
+    let stat = rustix::fs::fstat(fd)?;
     let kind = FileType::from_raw_mode(stat.st_mode);
-    Meta {
+    Ok(Meta {
         uid: stat.st_uid,
         mode: stat.st_mode & 0o7777,
         size: u64::try_from(stat.st_size).unwrap_or(0),
-        dev: stat.st_dev,
         ino: stat.st_ino,
         is_dir: kind == FileType::Directory,
         is_file: kind == FileType::RegularFile,
-    }
+    })
 }
 
 /// `openat(at, name, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)`, with `at = None`
