@@ -45,6 +45,19 @@ const REFRESH_SHARE: Duration = Duration::from_millis(200);
 /// before its `exec`, never shows the stopped state.
 const FREEZE_FOR: Duration = Duration::from_millis(250);
 
+/// How many times at most [`ScannedTree::chase_hoppers`] reads this
+/// process's children again in one pass while it keeps finding members.
+const CHASE_ROUNDS: usize = 64;
+/// How long one chase takes at most: it runs between two awaits of the kill
+/// loop, and a tree that keeps forking faster than it is reaped (thousands
+/// of zombies of ours to read) must not hold the runtime past the final
+/// bound; the kill loop chases again on its next pass.
+const CHASE_FOR: Duration = Duration::from_millis(10);
+/// How many members at most one child of ours and what it forked give the
+/// chase in one reading (a hopper's line is short; a tree below one child
+/// is the walk's).
+const CHASE_DEPTH_MEMBERS: usize = 8;
+
 /// Processes by identity: (pid, start time).
 type Identities = HashSet<(i32, u64)>;
 
@@ -958,13 +971,107 @@ impl ScannedTree {
     fn kill_at_sight(&mut self) -> io::Result<(Vec<Stat>, bool, usize)> {
         self.reap_held();
         let all_gone = !self.a_member_still_runs();
+        let (chased, reaped) = self.chase_hoppers();
         let scanned = self.scan_signalling(Some(Signal::KILL));
+        let (chased_after, reaped_after) = self.chase_hoppers();
+        let chased = chased + chased_after;
+        // A hop's zombie the chase reaped is a member that exited since the
+        // walk before, as one the walk reaped would be: not an empty tree.
+        self.exited += reaped + reaped_after;
         // Never left stopped: what an earlier step stopped is killed too.
         let stopped = self.kill_stopped();
         let (members, reached) = scanned?;
         let killed = self.signal_members(&members, Signal::KILL)?;
         let settled = all_gone && self.judged_empty(&members);
-        Ok((members, settled, reached.len() + killed + stopped))
+        Ok((members, settled, reached.len() + killed + stopped + chased))
+    }
+
+    /// Once a member exited that no walk saw running (the trail of a
+    /// process that forks and exits over and over, `hopped`): `SIGKILL` to
+    /// this process's own children that are members and to their children,
+    /// read again until a reading finds none running. A walk lists `/proc`
+    /// once and reads each entry after: a hop is gone by then and its child
+    /// was not listed. But each hop's child is re-parented to this process
+    /// (the subreaper) the moment its parent exits, so the live end of every
+    /// chain is always a child of ours, or a child of one: two levels of
+    /// `children` files, read in a few microseconds, where a hop (a fork)
+    /// takes far longer. A child of ours found exited is reaped (it handed
+    /// what it forked to us as it exited: the next reading lists that) and
+    /// the reading goes on. Children of ours are named by pids their
+    /// unreaped exits pin; their children are checked by start time before
+    /// the signal, as every member is. Returns how many were sent `SIGKILL`
+    /// and how many exited members were reaped.
+    fn chase_hoppers(&mut self) -> (usize, usize) {
+        let Rule::Subreaper(rule) = &self.rule else {
+            return (0, 0);
+        };
+        if !self.hopped {
+            return (0, 0);
+        }
+        let me = sys::getpid();
+        let until = std::time::Instant::now() + CHASE_FOR;
+        let mut others = registry::others(self.live);
+        let (mut delivered, mut reaped) = (0, 0);
+        'rounds: for _ in 0..CHASE_ROUNDS {
+            let Some(children) = identity::children(me) else {
+                break;
+            };
+            let mut found = 0;
+            for child in children {
+                if std::time::Instant::now() >= until {
+                    break 'rounds;
+                }
+                let Ok(stat) = identity::read_stat(child) else {
+                    continue;
+                };
+                if !stat.is_running() {
+                    let gone = rule.reap_adopted(&[stat], &others, &registry::cgroup_of);
+                    found += gone.len();
+                    reaped += gone.len();
+                    continue;
+                }
+                if !rule.is_adopted(&stat, &others, &registry::cgroup_of) {
+                    continue;
+                }
+                // A tree spawned since the snapshot may own it: look again.
+                registry::renew(&mut others, self.live);
+                if !rule.is_adopted(&stat, &others, &registry::cgroup_of) {
+                    continue;
+                }
+                // The child, then what it forked, then what those forked.
+                let mut line = vec![(stat.pid, stat.start_time)];
+                let mut next = 0;
+                while next < line.len() && line.len() < CHASE_DEPTH_MEMBERS {
+                    let parent = line[next].0;
+                    next += 1;
+                    for below in identity::children(parent).unwrap_or_default() {
+                        if let Ok(below) = identity::read_stat(below)
+                            && below.ppid == parent
+                            && below.is_running()
+                            && !others.claims(&below)
+                        {
+                            line.push((below.pid, below.start_time));
+                        }
+                    }
+                }
+                for identity in line {
+                    self.known.insert(identity);
+                    found += 1;
+                    if self.killed.contains(&identity) {
+                        continue;
+                    }
+                    let route = route_to(&mut self.held, identity);
+                    let sent = (&mut self.killed, &mut *self.stopped);
+                    if send(&mut self.held, sent, identity, route, Signal::KILL) {
+                        delivered += 1;
+                    }
+                }
+            }
+            if found == 0 {
+                break;
+            }
+        }
+        (delivered, reaped)
     }
 
     /// `SIGKILL` to every process a freeze stopped and no kill reached yet;
