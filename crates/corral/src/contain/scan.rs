@@ -1042,16 +1042,25 @@ impl ScannedTree {
                 let mut line = vec![(stat.pid, stat.start_time)];
                 let mut next = 0;
                 while next < line.len() && line.len() < CHASE_DEPTH_MEMBERS {
-                    let parent = line[next].0;
+                    let (parent, parent_start) = line[next];
                     next += 1;
-                    for below in identity::children(parent).unwrap_or_default() {
-                        if let Ok(below) = identity::read_stat(below)
-                            && below.ppid == parent
-                            && below.is_running()
-                            && !others.claims(&below)
-                        {
-                            line.push((below.pid, below.start_time));
-                        }
+                    let below: Vec<(i32, u64)> = identity::children(parent)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter_map(|pid| identity::read_stat(pid).ok())
+                        .filter(|s| s.ppid == parent && s.is_running() && !others.claims(s))
+                        .map(|s| (s.pid, s.start_time))
+                        .collect();
+                    // A parent is a child of ours (its pid pinned until we
+                    // reap it) or one found below one; the latter is still
+                    // the same process after its children's `stat` named it
+                    // their parent, or they are not taken: its pid reused,
+                    // they would be another process's.
+                    let same = next == 1
+                        || identity::read_stat(parent)
+                            .is_ok_and(|s| s.start_time == parent_start && s.is_running());
+                    if same {
+                        line.extend(below);
                     }
                 }
                 for identity in line {

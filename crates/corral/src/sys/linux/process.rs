@@ -235,6 +235,7 @@ mod tests {
             unsafe { libc::_exit(code) };
         }
         // Its exit is seen without reaping it.
+        // SAFETY: an all-zero `siginfo_t` is a valid value of it.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         // SAFETY: `info` is a valid `siginfo_t`.
         let waited = unsafe {
