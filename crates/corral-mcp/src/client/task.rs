@@ -10,6 +10,12 @@
 //! awaited within [`TASK_CANCEL_TIMEOUT`] in the first two cases, queued
 //! without waiting from `Drop` in the last (see `Core::request_detached`).
 //!
+//! A task that asks for input (status `input_required`, its `inputRequests`
+//! inlined in `tasks/get`) is answered with `tasks/update`, by the same
+//! policy as an `input_required` result ([`ConnectOptions::elicitation`]),
+//! each request once; input this client cannot give gives the task up
+//! (`tasks/cancel`) with a reason naming what was asked.
+//!
 //! A poll that gets no answer (the connection was cut, the server cannot be
 //! reached) is not the task's end: `tasks/get` asks again, after a backoff,
 //! up to the reconnect budget ([`Reconnect::attempts`]) of failed polls in a
@@ -18,19 +24,21 @@
 //! as [`TaskEnd::Lost`], saying why.
 //!
 //! [`Reconnect::attempts`]: super::Reconnect::attempts
+//! [`ConnectOptions::elicitation`]: super::ConnectOptions::elicitation
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use rmcp::model::{CallToolResult, CreateTaskResult, GetTaskResult, TaskPayload, TaskStatus};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::{
+    elicitation::input_responses,
     http::HTTP_ERROR,
     options::{CallOptions, Reconnect, backoff},
     outcome::{CallError, TaskEnd},
-    shared::Core,
+    shared::{Core, lock},
 };
 
 /// The `_meta` key of a result that came from a task: `{"taskId": ID}`.
@@ -53,6 +61,16 @@ pub(crate) fn created(answer: &Value) -> Result<Option<CreateTaskResult>, CallEr
     serde_json::from_value(answer.clone())
         .map(Some)
         .map_err(|error| CallError::InvalidResult(format!("a task answer: {error}")))
+}
+
+/// What one answer to `tasks/get` says.
+enum Read {
+    /// The task goes on; nothing is owed to it.
+    Working,
+    /// The task waits for input not yet given: these requests, by key.
+    Asks(Map<String, Value>),
+    /// The call's end.
+    Done(Result<CallToolResult, CallError>),
 }
 
 /// What one stretch of following ended in.
@@ -80,6 +98,9 @@ pub(crate) struct Follow {
     lost: u32,
     budget: u32,
     reconnect: Reconnect,
+    /// The keys of the input requests answered (`tasks/update` acknowledged):
+    /// a task keeps listing a request until it has read the answer.
+    answered: HashSet<String>,
     armed: bool,
 }
 
@@ -113,6 +134,7 @@ impl Follow {
             lost: 0,
             budget: reconnect.attempts,
             reconnect,
+            answered: HashSet::new(),
             armed: true,
         }
     }
@@ -134,8 +156,14 @@ impl Follow {
             match self.core.request("tasks/get", Some(params), &options).await {
                 Ok(answer) => {
                     self.lost = 0;
-                    if let Some(done) = self.read(answer) {
-                        return Step::Done(done);
+                    match self.read(answer) {
+                        Read::Working => {}
+                        Read::Done(done) => return Step::Done(done),
+                        Read::Asks(requests) => {
+                            if let Some(step) = self.give_input(&requests).await {
+                                return step;
+                            }
+                        }
                     }
                 }
                 Err(CallError::Rpc { code, message, .. }) if code != HTTP_ERROR => {
@@ -188,30 +216,79 @@ impl Follow {
         self.end(TaskEnd::Lost, why)
     }
 
-    /// What an answer to `tasks/get` means: `None` while the task works.
-    fn read(&mut self, answer: Value) -> Option<Result<CallToolResult, CallError>> {
+    /// What an answer to `tasks/get` means.
+    fn read(&mut self, answer: Value) -> Read {
         let got: GetTaskResult = match serde_json::from_value(answer) {
             Ok(got) => got,
             Err(error) => {
-                return Some(Err(self.end(
+                return Read::Done(Err(self.end(
                     TaskEnd::Lost,
                     format!("tasks/get answered with no valid task: {error}"),
                 )));
             }
         };
         let task = &got.task.task;
-        if !task.status.is_terminal() {
-            let now = (task.status, task.status_message.clone());
-            if now != self.seen {
-                self.seen = now;
-                self.idle = self
-                    .idle_limit
-                    .and_then(|limit| Instant::now().checked_add(limit));
-            }
-            return None;
+        if task.status.is_terminal() {
+            self.armed = false;
+            return Read::Done(state(got));
         }
-        self.armed = false;
-        Some(state(got))
+        let now = (task.status, task.status_message.clone());
+        if now != self.seen {
+            self.seen = now;
+            self.idle = self
+                .idle_limit
+                .and_then(|limit| Instant::now().checked_add(limit));
+        }
+        let TaskPayload::InputRequired { input_requests } = &got.task.payload else {
+            return Read::Working;
+        };
+        let Ok(Value::Object(requests)) = serde_json::to_value(input_requests) else {
+            return Read::Working;
+        };
+        let unanswered: Map<String, Value> = requests
+            .into_iter()
+            .filter(|(key, _)| !self.answered.contains(key))
+            .collect();
+        if unanswered.is_empty() {
+            Read::Working
+        } else {
+            Read::Asks(unanswered)
+        }
+    }
+
+    /// Answers the task's `requests` with `tasks/update`: `None` once the
+    /// server acknowledged (follow on), else the step it ends in (the task
+    /// given up when this client cannot answer or the server refuses the
+    /// answer; lost when no answer came).
+    async fn give_input(&mut self, requests: &Map<String, Value>) -> Option<Step> {
+        let responses = input_responses(requests, lock(&self.core.elicitation).as_ref());
+        let responses = match responses {
+            Ok(responses) => responses,
+            Err(why) => return Some(Step::Done(Err(self.give_up(&why).await))),
+        };
+        tracing::info!(task_id = %self.task_id, keys = ?responses.keys().collect::<Vec<_>>(), "the task asks for input: tasks/update");
+        let mut options = CallOptions::default().cancel_on(self.cancel.clone());
+        options.timeout = self.left();
+        let keys: Vec<String> = responses.keys().cloned().collect();
+        let params = json!({"taskId": self.task_id, "inputResponses": responses});
+        match self
+            .core
+            .request("tasks/update", Some(params), &options)
+            .await
+        {
+            Ok(_) => {
+                self.answered.extend(keys);
+                None
+            }
+            Err(CallError::Rpc { code, message, .. }) if code != HTTP_ERROR => {
+                let why = format!("tasks/update was refused (error {code}: {message})");
+                Some(Step::Done(Err(self.give_up(&why).await)))
+            }
+            Err(error) => match self.stopped() {
+                Some(why) => Some(Step::Done(Err(self.give_up(why).await))),
+                None => Some(Step::Lost(error.to_string())),
+            },
+        }
     }
 
     /// The call's end, with nothing more owed to the server.

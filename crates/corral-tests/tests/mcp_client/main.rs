@@ -17,4 +17,5 @@ mod races;
 mod readloop;
 mod reconnect;
 mod stress;
+mod task_input;
 mod teardown;

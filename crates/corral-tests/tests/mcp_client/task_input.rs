@@ -1,0 +1,158 @@
+//! A task that asks for input (SEP-2663 `input_required`) against a real
+//! rmcp server (`mcp-tasks-peer`): the client answers each question once
+//! with `tasks/update`, by its elicitation policy, and follows the task to
+//! its result; a client that cannot answer gives the task up with
+//! `tasks/cancel` and says what was asked, instead of polling until its
+//! deadline.
+
+use std::time::Duration;
+
+use corral_mcp::client::{
+    CallError, CallOptions, ConnectOptions, Connection, Elicitation, TaskEnd, task_of,
+};
+use corral_tests::Scratch;
+use serde_json::{Map, Value};
+
+use crate::common::quick;
+
+/// The call's hard deadline: far above the few polls the task needs, so a
+/// client that never answers fails by it rather than hanging the suite.
+const CALL: Duration = Duration::from_secs(20);
+
+struct Peer {
+    dir: Scratch,
+}
+
+impl Peer {
+    fn new(name: &str) -> Self {
+        Self {
+            dir: Scratch::new(name),
+        }
+    }
+
+    fn command(&self) -> corral::Command {
+        let mut command = corral::Command::new(corral_tests::bin_path!("mcp-tasks-peer"));
+        command
+            .backend(corral_tests::containing_backend())
+            .arg("--log")
+            .arg(self.dir.path("log"))
+            .grace(Duration::from_millis(500))
+            .final_bound(Duration::from_secs(2));
+        command
+    }
+
+    /// The server's events, one per line (`created ID`, `updated ID
+    /// KEYS`, `cancelled ID`).
+    fn log(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.path("log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+fn options(elicitation: Option<Elicitation>) -> ConnectOptions {
+    let mut options = quick();
+    options.tasks = true;
+    options.elicitation = elicitation;
+    options
+}
+
+fn file(name: &str) -> Option<Map<String, Value>> {
+    Some(Map::from_iter([("file".to_owned(), Value::from(name))]))
+}
+
+fn text(result: &rmcp::model::CallToolResult) -> String {
+    serde_json::to_value(&result.content).expect("content")[0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_question_of_a_task_is_answered_once_by_the_policy_and_the_task_completes() {
+    let peer = Peer::new("task-input-defaults");
+    let connection = Connection::spawn(peer.command(), options(Some(Elicitation::defaults())))
+        .await
+        .expect("connected");
+    let result = connection
+        .call_tool("confirm", file("a.txt"), &CallOptions::timeout(CALL))
+        .await
+        .expect("the task completes once its questions are answered");
+    let id = task_of(&result).expect("the call ran as a task").to_owned();
+    assert_eq!(
+        text(&result),
+        r#"a.txt: accept {"confirm":true}; accept {"reason":"tidy"}"#
+    );
+    let log = peer.log();
+    assert_eq!(
+        log,
+        [
+            format!("created {id}"),
+            format!(r#"updated {id} ["confirm-1"]"#),
+            format!(r#"updated {id} ["reason-1"]"#),
+        ],
+        "each question answered exactly once, in order, and nothing cancelled"
+    );
+    connection.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declining_policy_is_the_answer_the_task_gets() {
+    let peer = Peer::new("task-input-decline");
+    let connection = Connection::spawn(peer.command(), options(Some(Elicitation::decline())))
+        .await
+        .expect("connected");
+    let result = connection
+        .call_tool("confirm", file("b.txt"), &CallOptions::timeout(CALL))
+        .await
+        .expect("the task completes with the declines");
+    assert_eq!(text(&result), "b.txt: decline; decline");
+    connection.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_without_a_policy_gives_the_task_up_naming_the_question() {
+    let peer = Peer::new("task-input-none");
+    let connection = Connection::spawn(peer.command(), options(None))
+        .await
+        .expect("connected");
+    let error = connection
+        .call_tool("confirm", file("c.txt"), &CallOptions::timeout(CALL))
+        .await
+        .expect_err("no answer can be given");
+    let CallError::Task {
+        task_id,
+        end,
+        reason,
+    } = &error
+    else {
+        panic!("not a task's end: {error:?}");
+    };
+    assert_eq!(*end, TaskEnd::GivenUp, "{error}");
+    assert!(
+        reason.contains("elicitation/create") && reason.contains("confirm-1"),
+        "the reason names the question: {reason}"
+    );
+    assert!(
+        reason.contains("tasks/cancel was acknowledged"),
+        "the task was cancelled: {reason}"
+    );
+    assert_eq!(
+        peer.log(),
+        [format!("created {task_id}"), format!("cancelled {task_id}")],
+        "nothing answered, the task cancelled"
+    );
+    // The server's own record: the task ended cancelled.
+    let got = connection
+        .get_task(task_id, &CallOptions::timeout(Duration::from_secs(10)))
+        .await
+        .expect("tasks/get");
+    assert_eq!(
+        got.task.task.status,
+        rmcp::model::TaskStatus::Cancelled,
+        "{got:?}"
+    );
+    connection.close().await;
+}
