@@ -45,6 +45,22 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// `corral run ...` parsed against the `run` subcommand alone, without
+/// building the rest of the command line (every `mcp` subcommand and its
+/// options): the same [`RunArgs`] the whole parse gives for the same
+/// arguments, for about half of corral's start-up cost over GNU `timeout`
+/// (BENCHMARKS.md section 3). `None` for any other command line, and for
+/// one the subcommand does not take as it is (an error, `--help`): the
+/// whole parse then answers it in its own words.
+pub fn run_alone(args: &[OsString]) -> Option<RunArgs> {
+    if args.get(1).is_none_or(|first| first != "run") {
+        return None;
+    }
+    let command = RunArgs::augment_args(clap::Command::new("run"));
+    let matches = command.try_get_matches_from(&args[1..]).ok()?;
+    <RunArgs as clap::FromArgMatches>::from_arg_matches(&matches).ok()
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -1026,6 +1042,101 @@ mod tests {
         );
         let error = Cli::try_parse_from(["corral", "mcp", "list"]).expect_err("no server");
         assert!(error_line(&error).contains("corral mcp list --"), "{error}");
+    }
+
+    /// `run_alone` is a shortcut, never another parser: for every command
+    /// line, it gives what the whole parse gives, or nothing (and then the
+    /// whole parse answers).
+    #[test]
+    fn run_alone_gives_what_the_whole_parse_gives_or_nothing() {
+        let lines: &[&[&str]] = &[
+            &["run", "--", "true"],
+            &["run", "10", "sleep", "1"],
+            &["run", "-k", "1", "-s", "KILL", "1.5s", "sh", "-c", "exit 3"],
+            &["run", "-sKILL", "-k1", "--preserve-status", "5", "true"],
+            &["run", "--kill=1", "2", "true"],
+            &[
+                "run", "-t", "1m30s", "-k", "2s", "--", "./server", "--port", "8080",
+            ],
+            &[
+                "run", "-t", "5", "-s", "INT", "--report", "run.json", "--", "python3",
+            ],
+            &[
+                "run",
+                "--report-fd",
+                "3",
+                "--backend",
+                "group",
+                "-v",
+                "--",
+                "x",
+            ],
+            &[
+                "run",
+                "--final-bound",
+                "0.5",
+                "-f",
+                "-u",
+                "nobody",
+                "--",
+                "id",
+            ],
+            &[
+                "run",
+                "--max-procs",
+                "10",
+                "--max-memory",
+                "64M",
+                "--cpus",
+                "0.5",
+                "--",
+                "y",
+            ],
+            &["run", "--cpu-time", "3s", "--limits-best-effort", "--", "z"],
+            &["run", "-t", "1", "--", "ls", "-t", "--", "-v"],
+            &["run", "-s", "0", "--", "true"],
+            &["run", "--backend", "subreaper", "-t", "0.25", "--", "true"],
+            // Refused or answered by the whole parse: errors, help, version.
+            &["run", "-t", "-1", "--", "true"],
+            &["run", "true"],
+            &["run", "--"],
+            &["run"],
+            &["run", "--help"],
+            &["run", "-h"],
+            &["run", "--version"],
+            &["run", "--no-such-option", "--", "true"],
+            &["run", "-s", "NOPE", "--", "true"],
+            &["run", "-t", "soon", "--", "true"],
+            &["run", "--backend", "magic", "--", "true"],
+            &["run", "--max-memory", "lots", "--", "true"],
+            // Not `run`.
+            &["--version"],
+            &["capabilities"],
+            &["mcp", "wrap", "--", "server"],
+            &["ps"],
+        ];
+        let mut taken = 0;
+        for line in lines {
+            let argv: Vec<OsString> = std::iter::once("corral")
+                .chain(line.iter().copied())
+                .map(OsString::from)
+                .collect();
+            let Ok(argv) = crate::run::gnu::rewrite(argv.clone()) else {
+                continue;
+            };
+            let alone = run_alone(&argv);
+            match Cli::try_parse_from(&argv) {
+                Ok(Cli {
+                    command: Command::Run(whole),
+                }) => {
+                    let alone = alone.unwrap_or_else(|| panic!("{line:?}: not taken alone"));
+                    assert_eq!(format!("{alone:?}"), format!("{whole:?}"), "{line:?}");
+                    taken += 1;
+                }
+                _ => assert!(alone.is_none(), "{line:?}: taken alone, not `run` whole"),
+            }
+        }
+        assert_eq!(taken, 14, "every valid `run` line is taken alone");
     }
 
     #[test]

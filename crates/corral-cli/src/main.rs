@@ -46,6 +46,19 @@ fn main() -> ExitCode {
             return ExitCode::from(Status::Failed.code());
         }
     };
+    // `corral run`: the watchdog is forked before the argument parse grows
+    // the heap, and `run` is parsed alone (BENCHMARKS.md section 3).
+    let running = args.get(1).is_some_and(|first| first == "run");
+    if running {
+        run::prepare();
+    }
+    if let Some(run) = cli::run_alone(&args) {
+        return startup::exit_code(run::main(&run, parent));
+    }
+    if running {
+        // The whole parse answers (an error, --help): no tree, no watchdog.
+        corral::watchdog::shutdown();
+    }
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(error) if error.exit_code() == 0 => {

@@ -66,6 +66,30 @@ fn a_clean_run_leaves_neither_its_watchdog_nor_its_record() {
     );
     let watchdog = watchdog.expect("found");
     guard.watch(watchdog);
+    // The watchdog has corral's signal set-up: the job-control signals
+    // ignored (a watchdog stopped by SIGTTOU on a `tostop` terminal could
+    // not end the tree), SIGRTMAX held.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", watchdog.pid))
+        .expect("the watchdog's status");
+    let mask = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+            .expect("a signal mask")
+    };
+    let bit = |signal: Signal| 1u64 << (signal.as_raw() - 1);
+    assert_ne!(
+        mask("SigIgn:") & bit(Signal::TTOU),
+        0,
+        "SIGTTOU not ignored"
+    );
+    assert_ne!(
+        mask("SigIgn:") & bit(Signal::TTIN),
+        0,
+        "SIGTTIN not ignored"
+    );
+    assert_ne!(mask("SigBlk:") & (1u64 << 63), 0, "SIGRTMAX not held");
     // End of input: the command exits, and so does corral.
     drop(guard.child().stdin.take());
     let status = guard
@@ -297,5 +321,55 @@ fn hostile_command_lines_are_printed_escaped() {
             "{stdout:?}"
         );
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `corral run` forks its watchdog before its arguments are parsed: on every
+/// way out without a tree (a refused option, `--help`, a report file that
+/// cannot be opened, a command that cannot start), the watchdog is reaped
+/// before corral exits, never left to outlive it.
+#[test]
+fn no_way_out_of_corral_run_leaves_its_watchdog() {
+    // A watchdog that outlived corral is re-parented to this process and
+    // stays visible (running, or a zombie until reaped).
+    this_process::become_subreaper();
+    let dir = ledger_dir("ways-out");
+    let me = std::process::id() as i32;
+    let lines: &[(&[&str], Option<i32>)] = &[
+        (&["run", "--no-such-option", "--", "true"], Some(125)),
+        (&["run", "--help"], Some(0)),
+        (&["run", "-t", "soon", "--", "true"], Some(125)),
+        (
+            &[
+                "run",
+                "--report",
+                "/nonexistent/dir/report.json",
+                "--",
+                "true",
+            ],
+            Some(125),
+        ),
+        (&["run", "--", "/nonexistent/command"], Some(127)),
+        (&["run", "--", "true"], Some(0)),
+    ];
+    for (args, code) in lines {
+        let output = corral()
+            .args(*args)
+            .env("CORRAL_LEDGER_DIR", &dir)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run corral");
+        assert_eq!(output.status.code(), *code, "{args:?}: {output:?}");
+        let left = common::other_child(me, 0);
+        if let Some(left) = left {
+            wait_until(Duration::from_secs(5), || !left.is_alive());
+            this_process::reap_zombies(std::slice::from_ref(&left));
+        }
+        assert!(
+            left.is_none(),
+            "{args:?}: the watchdog outlived corral: {left:?}"
+        );
+    }
+    assert_eq!(records(&dir), 0, "a record outlived corral");
     let _ = std::fs::remove_dir_all(&dir);
 }

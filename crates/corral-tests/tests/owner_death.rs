@@ -819,3 +819,74 @@ fn a_helper_orphaned_since_the_owners_last_walk_is_ended_by_its_mark() {
     let _ = std::fs::remove_file(&daemon_file);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `watchdog::release` lets the watchdog go only once no tree is left for it
+/// to guard: called while a tree runs, it changes nothing (the same watchdog
+/// still ends that tree when the owner dies); called after, the watchdog
+/// exits by itself without `shutdown`, which then only reaps it; a spawn
+/// after starts a new watchdog.
+#[test]
+fn release_lets_only_an_idle_watchdog_go() {
+    let dir = ledger_dir("release");
+    corral::settings::Settings::new()
+        .ledger_dir(&dir)
+        .watchdog_executable(owner_path())
+        .apply();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let command = |program: &str, arg: &str| {
+        let mut command = corral::Command::new(program);
+        command
+            .arg(arg)
+            .backend(corral::BackendChoice::Only(corral::Backend::Group));
+        command
+    };
+    let mut child = runtime
+        .block_on(async { command("sleep", "600").spawn() })
+        .expect("spawns");
+    let helper = corral::watchdog::helper_pid().expect("a watchdog guards the tree");
+    let helper = Proc::of(helper).expect("alive");
+    corral::watchdog::release();
+    assert_eq!(
+        corral::watchdog::helper_pid(),
+        Some(helper.pid),
+        "released while it guards a tree"
+    );
+    assert!(helper.is_alive(), "the guarding watchdog exited");
+    child.control().terminate();
+    let finished = runtime.block_on(child.wait()).expect("ends");
+    assert!(
+        finished.report.survivors.is_empty(),
+        "{:?}",
+        finished.report
+    );
+    corral::watchdog::release();
+    assert_eq!(corral::watchdog::helper_pid(), None, "not let go when idle");
+    // It exits by itself (a zombie of this process until reaped).
+    let exited = |proc: &Proc| {
+        stat(proc.pid).is_none_or(|s| s.start_time != proc.start_time || s.state == 'Z')
+    };
+    assert!(
+        corral_tests::wait_until(HANG, || exited(&helper)),
+        "the released watchdog did not exit by itself"
+    );
+    corral::watchdog::shutdown();
+    assert!(
+        stat(helper.pid).is_none_or(|s| s.start_time != helper.start_time),
+        "shutdown did not reap the released watchdog"
+    );
+    // A later spawn is guarded by a new watchdog.
+    let finished = runtime
+        .block_on(command("true", "again").run())
+        .expect("runs");
+    assert!(
+        finished.report.notes.is_empty(),
+        "{:?}",
+        finished.report.notes
+    );
+    let again = corral::watchdog::helper_pid().expect("a new watchdog");
+    assert_ne!(Proc::of(again), Some(helper), "the same watchdog again");
+    corral::watchdog::shutdown();
+}

@@ -25,10 +25,22 @@ pub fn begin() -> i32 {
     corral::host::parent_pid()
 }
 
+/// Forks the owner-death watchdog first thing (`corral run`, before its
+/// arguments are parsed): after a fork, every page the owner writes that
+/// the two processes still share is copied, and each copy on a process with
+/// a second thread flushes the other CPU's TLB. Forked before the argument
+/// parse fills the heap, the owner shares a few pages with the watchdog
+/// instead of the parse's hundreds of kilobytes (`corral run -- true`
+/// about 0.15 ms sooner, BENCHMARKS.md section 3). A failure is left to
+/// [`supervisor`], which tries again and logs why.
+pub fn watchdog_first() {
+    let _ = corral::watchdog::fork_now();
+}
+
 /// Makes this process a supervisor, right after its arguments are parsed
 /// (still single-threaded, nothing spawned): keeps `--report-fd` from the
-/// command, forks the owner-death watchdog, installs the log subscriber and
-/// opens the report's destination.
+/// command, forks the owner-death watchdog (unless [`watchdog_first`] did),
+/// installs the log subscriber and opens the report's destination.
 ///
 /// # Errors
 /// If the report's destination cannot be opened (exit status 125, before
@@ -126,6 +138,11 @@ pub fn supervise(work: impl Future<Output = anyhow::Result<Status>>) -> anyhow::
 /// The process exit code of a subcommand's result; an error is said on
 /// standard error with its whole chain, and is corral's failure (125).
 pub fn exit_code(result: anyhow::Result<Status>) -> ExitCode {
+    // Whatever ended the command (a finished tree, or an error before or
+    // after the watchdog started), the watchdog is reaped before corral
+    // exits: nothing of corral's outlives it (docs/flakes.md (36)). A no-op
+    // when it is already gone or never ran.
+    corral::watchdog::shutdown();
     match result {
         Ok(status) => ExitCode::from(status.code()),
         Err(error) => {

@@ -32,6 +32,18 @@ use crate::{
 ///
 /// # Errors
 /// When corral itself fails before or around the run (exit status 125).
+/// What `corral run` sets up first, still single-threaded and before its
+/// arguments are parsed: the signal dispositions every process of it
+/// inherits, the watchdog included (a watchdog stopped by `SIGTTOU` while
+/// writing to a terminal could not end the tree), then the watchdog
+/// ([`startup::watchdog_first`]). [`main`] does the same again, a no-op
+/// here and the set-up of the `timeout` personality.
+pub fn prepare() {
+    signals::hold_unhandled();
+    signals::ignore_job_control();
+    startup::watchdog_first();
+}
+
 pub fn main(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
     // Still the only thread.
     signals::hold_unhandled();
@@ -176,6 +188,9 @@ async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<
         say!("note: {}", printable(&note));
         notes.push(note);
     }
+    // The tree is over and no other starts: the watchdog is let go now, to
+    // exit while the report is written, and reaped before corral exits.
+    corral::watchdog::release();
     let report = report::of_finished(&args.command, &finished, status, started.elapsed(), notes);
     sink::deliver(sink, &report);
     Ok(status)

@@ -76,7 +76,7 @@ pub(super) struct Client {
     /// Every live tree, shared with the writer thread for a resync. A change
     /// and its message are made under this lock, and the writer takes the
     /// whole state under it: every message queued later applies on top.
-    watched: Shared,
+    pub(super) watched: Shared,
 }
 
 impl Client {

@@ -65,8 +65,11 @@ mod state;
 mod writer;
 
 use std::{
-    os::{fd::AsFd, unix::net::UnixStream},
-    sync::atomic::Ordering,
+    os::{
+        fd::{AsFd, OwnedFd},
+        unix::net::UnixStream,
+    },
+    sync::{Mutex, atomic::Ordering},
 };
 
 use client::{CLIENT, Client, LOST, mark_lost};
@@ -90,9 +93,64 @@ pub fn helper_pid() -> Option<i32> {
     lock(&CLIENT).as_ref().map(|c| c.helper.0)
 }
 
+/// A watchdog let go by [`release`]: its pidfd and identity, for
+/// [`shutdown`] to reap.
+static RELEASED: Mutex<Option<(OwnedFd, (i32, u64))>> = Mutex::new(None);
+
+/// Lets the watchdog go as soon as no tree is left for it to guard, for a
+/// program that starts no tree after: closes this side of the socket, so
+/// the helper exits (ending nothing: it knows no tree) while this process
+/// finishes its own work (writes its report, say), and leaves only the
+/// reaping to [`shutdown`], which then seldom has to wait. A no-op while a
+/// tree is still watched: the watchdog then stays until [`shutdown`]. A
+/// spawn after it starts a new watchdog.
+///
+/// ```no_run
+/// # async fn example() -> Result<(), corral::Error> {
+/// let finished = corral::Command::new("make").arg("test").run().await?;
+/// // No other tree starts: the watchdog may go while the report is written.
+/// corral::watchdog::release();
+/// println!("{:?}", finished.outcome);
+/// corral::watchdog::shutdown(); // reaps it, before this program exits
+/// # Ok(())
+/// # }
+/// ```
+pub fn release() {
+    let mut guard = lock(&CLIENT);
+    if guard
+        .as_ref()
+        .is_none_or(|client| !lock(&client.watched).is_empty())
+    {
+        return;
+    }
+    let Some(client) = guard.take() else {
+        return;
+    };
+    drop(guard);
+    let Client {
+        stream,
+        queue,
+        writer,
+        pidfd,
+        helper,
+        ..
+    } = client;
+    // As in `shutdown`: the writer sends what is queued, then the helper
+    // sees end-of-file.
+    drop(queue);
+    drop(stream);
+    drop(writer);
+    *lock(&RELEASED) = Some((pidfd, helper));
+}
+
 /// Stops the watchdog after the owner's work is done (it would stop by itself
-/// when this process exits): closes the socket and reaps the helper.
+/// when this process exits): closes the socket and reaps the helper (one let
+/// go by [`release`] too).
 pub fn shutdown() {
+    if let Some((pidfd, helper)) = lock(&RELEASED).take() {
+        sys::reap_within(pidfd.as_fd(), std::time::Duration::from_secs(1));
+        crate::contain::unexempt(helper);
+    }
     let client = lock(&CLIENT).take();
     if let Some(client) = client {
         // The writer sends what is queued, then drops the last handle on the
