@@ -887,6 +887,18 @@ fn release_lets_only_an_idle_watchdog_go() {
         finished.report.notes
     );
     let again = corral::watchdog::helper_pid().expect("a new watchdog");
-    assert_ne!(Proc::of(again), Some(helper), "the same watchdog again");
+    let again = Proc::of(again).expect("alive");
+    assert_ne!(again, helper, "the same watchdog again");
+    // Released again: the one let go before is not left a zombie.
+    corral::watchdog::release();
+    let third = runtime
+        .block_on(command("true", "third").run())
+        .expect("runs");
+    assert!(third.report.notes.is_empty(), "{:?}", third.report.notes);
+    corral::watchdog::release();
+    assert!(
+        stat(again.pid).is_none_or(|s| s.start_time != again.start_time),
+        "a watchdog released before another was left unreaped"
+    );
     corral::watchdog::shutdown();
 }

@@ -27,11 +27,6 @@ use crate::{
     text::printable,
 };
 
-/// Runs the command as a dedicated supervisor. `parent` is corral's parent
-/// pid as read first thing at start-up.
-///
-/// # Errors
-/// When corral itself fails before or around the run (exit status 125).
 /// What `corral run` sets up first, still single-threaded and before its
 /// arguments are parsed: the signal dispositions every process of it
 /// inherits, the watchdog included (a watchdog stopped by `SIGTTOU` while
@@ -44,8 +39,15 @@ pub fn prepare() {
     startup::watchdog_first();
 }
 
+/// Runs the command as a dedicated supervisor. `parent` is corral's parent
+/// pid as read first thing at start-up.
+///
+/// # Errors
+/// When corral itself fails before or around the run (exit status 125).
 pub fn main(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
-    // Still the only thread.
+    // Still the only thread (the `timeout` personality), or after
+    // `prepare`, which did the same before its watchdog's monitor thread
+    // started: every thread holds SIGRTMAX either way.
     signals::hold_unhandled();
     signals::ignore_job_control();
     // As `timeout`, -v is GNU's lines only, not corral's debug log.

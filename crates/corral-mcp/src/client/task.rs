@@ -13,8 +13,10 @@
 //! A task that asks for input (status `input_required`, its `inputRequests`
 //! inlined in `tasks/get`) is answered with `tasks/update`, by the same
 //! policy as an `input_required` result ([`ConnectOptions::elicitation`]),
-//! each request once; input this client cannot give gives the task up
-//! (`tasks/cancel`) with a reason naming what was asked.
+//! each request once, at most [`MAX_INPUT_ROUNDS`] times (an answer taken
+//! restarts the idle deadline); input this client cannot give, or a server
+//! that keeps asking, gives the task up (`tasks/cancel`) with a reason
+//! naming what was asked.
 //!
 //! A poll that gets no answer (the connection was cut, the server cannot be
 //! reached) is not the task's end: `tasks/get` asks again, after a backoff,
@@ -34,6 +36,7 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::{
+    MAX_INPUT_ROUNDS,
     elicitation::input_responses,
     http::HTTP_ERROR,
     options::{CallOptions, Reconnect, backoff},
@@ -101,6 +104,8 @@ pub(crate) struct Follow {
     /// The keys of the input requests answered (`tasks/update` acknowledged):
     /// a task keeps listing a request until it has read the answer.
     answered: HashSet<String>,
+    /// `tasks/update`s sent, at most [`MAX_INPUT_ROUNDS`].
+    rounds: u32,
     armed: bool,
 }
 
@@ -135,6 +140,7 @@ impl Follow {
             budget: reconnect.attempts,
             reconnect,
             answered: HashSet::new(),
+            rounds: 0,
             armed: true,
         }
     }
@@ -261,12 +267,21 @@ impl Follow {
     /// given up when this client cannot answer or the server refuses the
     /// answer; lost when no answer came).
     async fn give_input(&mut self, requests: &Map<String, Value>) -> Option<Step> {
-        let responses = input_responses(requests, lock(&self.core.elicitation).as_ref());
-        let responses = match responses {
+        if self.rounds >= MAX_INPUT_ROUNDS {
+            let why = format!(
+                "the server still asks for input after {MAX_INPUT_ROUNDS} answers (tasks/update)"
+            );
+            return Some(Step::Done(Err(self.give_up(&why).await)));
+        }
+        // The handler runs without the lock: a slow one must not hold up
+        // the reader task's own elicitation answers.
+        let handler = lock(&self.core.elicitation).clone();
+        let responses = match input_responses(requests, handler.as_ref()) {
             Ok(responses) => responses,
             Err(why) => return Some(Step::Done(Err(self.give_up(&why).await))),
         };
-        tracing::info!(task_id = %self.task_id, keys = ?responses.keys().collect::<Vec<_>>(), "the task asks for input: tasks/update");
+        self.rounds += 1;
+        tracing::info!(task_id = %self.task_id, requests = responses.len(), round = self.rounds, "the task asks for input: tasks/update");
         let mut options = CallOptions::default().cancel_on(self.cancel.clone());
         options.timeout = self.left();
         let keys: Vec<String> = responses.keys().cloned().collect();
@@ -278,6 +293,10 @@ impl Follow {
         {
             Ok(_) => {
                 self.answered.extend(keys);
+                // An answer taken is progress: the idle deadline starts again.
+                self.idle = self
+                    .idle_limit
+                    .and_then(|limit| Instant::now().checked_add(limit));
                 None
             }
             Err(CallError::Rpc { code, message, .. }) if code != HTTP_ERROR => {
@@ -353,10 +372,16 @@ impl Follow {
             .then_some("the deadline passed")
     }
 
-    /// What is left of the hard deadline.
+    /// What is left until the nearer of the two deadlines: a request of the
+    /// call's (`tasks/get`, `tasks/update`) that gets no answer is given up
+    /// at either.
     fn left(&self) -> Option<Duration> {
-        self.hard
-            .map(|hard| hard.saturating_duration_since(Instant::now()))
+        let now = Instant::now();
+        [self.hard, self.idle]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|at| at.saturating_duration_since(now))
     }
 }
 

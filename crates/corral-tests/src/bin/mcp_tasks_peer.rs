@@ -10,7 +10,11 @@
 //!   boolean defaulting to `true`) under the key `confirm-1`, then a second
 //!   question (`reason`, a string defaulting to `"tidy"`) under `reason-1`,
 //!   and completes with the text `FILE: ACTION1 CONTENT1; ACTION2 CONTENT2`.
-//!   Without the extension, the error "declare the Tasks extension".
+//! - `endless {}`: a task (polled every 200 ms) that asks one question
+//!   after another (`q-1`, `q-2`, ...: a `go` boolean defaulting to
+//!   `true`) for as long as it is answered.
+//!
+//! Without the extension, either is the error "declare the Tasks extension".
 //!
 //! `--log FILE` appends one line per event (`created ID`, `updated ID
 //! KEYS`, `cancelled ID`), flushed at once. Bad arguments: exit 2.
@@ -98,11 +102,19 @@ impl ServerHandler for Peer {
         let Value::Object(schema) = schema else {
             unreachable!("a literal object")
         };
-        Ok(ListToolsResult::with_all_items(vec![Tool::new(
-            "confirm",
-            "asks for a confirmation and a reason, as a task",
-            Arc::new(schema),
-        )]))
+        let schema = Arc::new(schema);
+        Ok(ListToolsResult::with_all_items(vec![
+            Tool::new(
+                "confirm",
+                "asks for a confirmation and a reason, as a task",
+                Arc::clone(&schema),
+            ),
+            Tool::new(
+                "endless",
+                "asks one question after another, as a task",
+                schema,
+            ),
+        ]))
     }
 
     async fn call_tool(
@@ -114,7 +126,7 @@ impl ServerHandler for Peer {
             .meta
             .client_capabilities()
             .is_some_and(|capabilities| capabilities.supports_tasks());
-        if request.name != "confirm" {
+        if request.name != "confirm" && request.name != "endless" {
             return Err(ErrorData::invalid_params("no such tool", None));
         }
         if !declared {
@@ -122,6 +134,27 @@ impl ServerHandler for Peer {
                 "declare the Tasks extension",
             )])
             .into());
+        }
+        if request.name == "endless" {
+            let task =
+                self.tasks
+                    .spawn(TaskOptions::new().with_poll_interval_ms(200), move |ctx| {
+                        Box::pin(async move {
+                            for round in 1.. {
+                                ask(
+                                    &ctx,
+                                    &format!("q-{round}"),
+                                    format!("Question {round}: go on?"),
+                                    "go",
+                                    json!({"type": "boolean", "default": true}),
+                                )
+                                .await?;
+                            }
+                            unreachable!("the questions never end")
+                        })
+                    });
+            self.note(&format!("created {}", task.task_id));
+            return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
         }
         let file = request
             .arguments

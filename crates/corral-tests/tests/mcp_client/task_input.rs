@@ -8,7 +8,8 @@
 use std::time::Duration;
 
 use corral_mcp::client::{
-    CallError, CallOptions, ConnectOptions, Connection, Elicitation, TaskEnd, task_of,
+    CallError, CallOptions, ConnectOptions, Connection, Elicitation, MAX_INPUT_ROUNDS, TaskEnd,
+    task_of,
 };
 use corral_tests::Scratch;
 use serde_json::{Map, Value};
@@ -154,5 +155,43 @@ async fn a_client_without_a_policy_gives_the_task_up_naming_the_question() {
         rmcp::model::TaskStatus::Cancelled,
         "{got:?}"
     );
+    connection.close().await;
+}
+
+/// A server that never stops asking gets [`MAX_INPUT_ROUNDS`] answers, then
+/// its task is given up, instead of answers for as long as the call's
+/// deadline lasts. Each answer it takes is progress: the idle deadline (2 s,
+/// under the 3.2 s the 16 rounds take at the task's 200 ms polls) restarts
+/// with it, so the call ends by the cap, not idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_keeps_asking_is_given_up_after_the_rounds_cap() {
+    let peer = Peer::new("task-input-endless");
+    let connection = Connection::spawn(peer.command(), options(Some(Elicitation::defaults())))
+        .await
+        .expect("connected");
+    let mut call = CallOptions::timeout(Duration::from_secs(60));
+    call.idle_timeout = Some(Duration::from_secs(2));
+    let error = connection
+        .call_tool("endless", None, &call)
+        .await
+        .expect_err("the questions never end");
+    let CallError::Task {
+        task_id,
+        end,
+        reason,
+    } = &error
+    else {
+        panic!("not a task's end: {error:?}");
+    };
+    assert_eq!(*end, TaskEnd::GivenUp, "{error}");
+    assert!(
+        reason.contains(&format!("after {MAX_INPUT_ROUNDS} answers")),
+        "given up by the cap: {reason}"
+    );
+    let mut expected = vec![format!("created {task_id}")];
+    expected
+        .extend((1..=MAX_INPUT_ROUNDS).map(|round| format!(r#"updated {task_id} ["q-{round}"]"#)));
+    expected.push(format!("cancelled {task_id}"));
+    assert_eq!(peer.log(), expected);
     connection.close().await;
 }

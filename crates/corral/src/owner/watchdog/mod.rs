@@ -140,17 +140,26 @@ pub fn release() {
     drop(queue);
     drop(stream);
     drop(writer);
+    // One let go before (release, a spawn, release again) is reaped first:
+    // each is reaped once, none is left a zombie.
+    reap_released();
     *lock(&RELEASED) = Some((pidfd, helper));
+}
+
+/// Reaps the watchdog [`release`] let go, if any (within 1 s), and ends its
+/// exemption from this process's subreaper trees.
+fn reap_released() {
+    if let Some((pidfd, helper)) = lock(&RELEASED).take() {
+        sys::reap_within(pidfd.as_fd(), std::time::Duration::from_secs(1));
+        crate::contain::unexempt(helper);
+    }
 }
 
 /// Stops the watchdog after the owner's work is done (it would stop by itself
 /// when this process exits): closes the socket and reaps the helper (one let
 /// go by [`release`] too).
 pub fn shutdown() {
-    if let Some((pidfd, helper)) = lock(&RELEASED).take() {
-        sys::reap_within(pidfd.as_fd(), std::time::Duration::from_secs(1));
-        crate::contain::unexempt(helper);
-    }
+    reap_released();
     let client = lock(&CLIENT).take();
     if let Some(client) = client {
         // The writer sends what is queued, then drops the last handle on the
