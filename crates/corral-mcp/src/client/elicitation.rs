@@ -104,6 +104,10 @@ fn with_defaults(params: &Value) -> Value {
     }
 }
 
+/// How many times one call answers the server's questions: its
+/// `input_required` results, or its task's `tasks/update`s.
+pub const MAX_INPUT_ROUNDS: u32 = 16;
+
 /// The `inputResponses` of a retried request: an answer to each of the
 /// server's `inputRequests`, by its key.
 ///

@@ -69,8 +69,8 @@ mod stdio;
 mod task;
 
 pub use crate::tasks::{TaskCount, live_tasks};
-pub use connection::{Connection, MAX_INPUT_ROUNDS, RequestId, Teardown};
-pub use elicitation::Elicitation;
+pub use connection::{Connection, RequestId, Teardown};
+pub use elicitation::{Elicitation, MAX_INPUT_ROUNDS};
 pub use handshake::{Era, LEGACY, MODERN, PeerInfo};
 pub use manager::{Manager, Server};
 pub use options::{

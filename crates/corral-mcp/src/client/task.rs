@@ -36,8 +36,7 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    MAX_INPUT_ROUNDS,
-    elicitation::input_responses,
+    elicitation::{MAX_INPUT_ROUNDS, input_responses},
     http::HTTP_ERROR,
     options::{CallOptions, Reconnect, backoff},
     outcome::{CallError, TaskEnd},

@@ -37,7 +37,7 @@ use tokio::{
 };
 
 use super::{
-    elicitation::{Elicitation, input_responses},
+    elicitation::{Elicitation, MAX_INPUT_ROUNDS, input_responses},
     handshake::PeerInfo,
     headers::annotations,
     options::{CallOptions, ConnectOptions, HttpOptions, Reconnect},
@@ -545,9 +545,6 @@ impl Connection {
             .and_then(|done| done.clone())
     }
 }
-
-/// How many times one call answers the server's `input_required` results.
-pub const MAX_INPUT_ROUNDS: u32 = 16;
 
 /// The parameters of the next round of a call whose answer asked for input:
 /// the first round's own (name, arguments, `_meta`), the answers to the
