@@ -48,8 +48,8 @@ pub struct Cli {
 /// `corral run ...` parsed against the `run` subcommand alone, without
 /// building the rest of the command line (every `mcp` subcommand and its
 /// options): the same [`RunArgs`] the whole parse gives for the same
-/// arguments, for about half of corral's start-up cost over GNU `timeout`
-/// (BENCHMARKS.md section 3). `None` for any other command line, and for
+/// arguments, without what was about a third of corral's start-up cost
+/// over GNU `timeout` (BENCHMARKS.md section 3). `None` for any other command line, and for
 /// one the subcommand does not take as it is (an error, `--help`): the
 /// whole parse then answers it in its own words.
 pub fn run_alone(args: &[OsString]) -> Option<RunArgs> {

@@ -65,10 +65,11 @@ fn a_clean_run_leaves_neither_its_watchdog_nor_its_record() {
         "corral runs a watchdog and records the tree"
     );
     let watchdog = watchdog.expect("found");
-    guard.watch(watchdog);
     // The watchdog has corral's signal set-up: the job-control signals
     // ignored (a watchdog stopped by SIGTTOU on a `tostop` terminal could
-    // not end the tree), SIGRTMAX held.
+    // not end the tree), SIGRTMAX held. Checked before the guard takes the
+    // watchdog: a failure here kills only corral, and the watchdog then
+    // ends the tree and removes its record and leaf, as it should.
     let status = std::fs::read_to_string(format!("/proc/{}/status", watchdog.pid))
         .expect("the watchdog's status");
     let mask = |name: &str| {
@@ -90,6 +91,7 @@ fn a_clean_run_leaves_neither_its_watchdog_nor_its_record() {
         "SIGTTIN not ignored"
     );
     assert_ne!(mask("SigBlk:") & (1u64 << 63), 0, "SIGRTMAX not held");
+    guard.watch(watchdog);
     // End of input: the command exits, and so does corral.
     drop(guard.child().stdin.take());
     let status = guard

@@ -47,6 +47,29 @@ fn ledger_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// A runtime for this test process as an owner of its own: `dir` as the
+/// ledger, the `owner` program as the watchdog's executable (this process
+/// runs threads, so the watchdog is executed, not forked).
+fn in_process_owner(dir: &Path) -> tokio::runtime::Runtime {
+    corral::settings::Settings::new()
+        .ledger_dir(dir)
+        .watchdog_executable(owner_path())
+        .apply();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// `program arg` on the process group backend.
+fn group_command(program: &str, arg: &str) -> corral::Command {
+    let mut command = corral::Command::new(program);
+    command
+        .arg(arg)
+        .backend(corral::BackendChoice::Only(corral::Backend::Group));
+    command
+}
+
 struct Owner {
     child: Child,
     owner: Proc,
@@ -652,19 +675,9 @@ fn serde_json_record(id: &str, owner: Identity, leader: Identity, backend: &str)
 #[test]
 fn a_stopped_watchdog_does_not_block_spawns() {
     let dir = ledger_dir("stopped-watchdog");
-    corral::settings::Settings::new()
-        .ledger_dir(&dir)
-        .watchdog_executable(owner_path())
-        .apply();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = in_process_owner(&dir);
     let spawn = |arg: &str| {
-        let mut command = corral::Command::new("true");
-        command
-            .arg(arg)
-            .backend(corral::BackendChoice::Only(corral::Backend::Group));
+        let mut command = group_command("true", arg);
         async move { command.run().await }
     };
     let first = runtime.block_on(spawn("first")).expect("runs");
@@ -828,21 +841,8 @@ fn a_helper_orphaned_since_the_owners_last_walk_is_ended_by_its_mark() {
 #[test]
 fn release_lets_only_an_idle_watchdog_go() {
     let dir = ledger_dir("release");
-    corral::settings::Settings::new()
-        .ledger_dir(&dir)
-        .watchdog_executable(owner_path())
-        .apply();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let command = |program: &str, arg: &str| {
-        let mut command = corral::Command::new(program);
-        command
-            .arg(arg)
-            .backend(corral::BackendChoice::Only(corral::Backend::Group));
-        command
-    };
+    let runtime = in_process_owner(&dir);
+    let command = group_command;
     let mut child = runtime
         .block_on(async { command("sleep", "600").spawn() })
         .expect("spawns");
@@ -901,4 +901,5 @@ fn release_lets_only_an_idle_watchdog_go() {
         "a watchdog released before another was left unreaped"
     );
     corral::watchdog::shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -347,7 +347,7 @@ impl Follow {
             return Some(why);
         }
         let wake = Instant::now() + pause;
-        let ends = [self.hard, self.idle].into_iter().flatten().min();
+        let ends = self.deadline();
         tokio::select! {
             biased;
             () = self.cancel.cancelled() => Some("cancelled"),
@@ -363,24 +363,22 @@ impl Follow {
         if self.cancel.is_cancelled() {
             return Some("cancelled");
         }
-        let now = Instant::now();
-        [self.hard, self.idle]
-            .into_iter()
-            .flatten()
-            .any(|at| at <= now)
+        self.deadline()
+            .is_some_and(|at| at <= Instant::now())
             .then_some("the deadline passed")
     }
 
-    /// What is left until the nearer of the two deadlines: a request of the
-    /// call's (`tasks/get`, `tasks/update`) that gets no answer is given up
-    /// at either.
+    /// The nearer of the call's two deadlines, hard and idle.
+    fn deadline(&self) -> Option<Instant> {
+        [self.hard, self.idle].into_iter().flatten().min()
+    }
+
+    /// What is left until [`Self::deadline`]: a request of the call's
+    /// (`tasks/get`, `tasks/update`) that gets no answer is given up at
+    /// either deadline.
     fn left(&self) -> Option<Duration> {
-        let now = Instant::now();
-        [self.hard, self.idle]
-            .into_iter()
-            .flatten()
-            .min()
-            .map(|at| at.saturating_duration_since(now))
+        self.deadline()
+            .map(|at| at.saturating_duration_since(Instant::now()))
     }
 }
 

@@ -17,7 +17,9 @@
 //! Without the extension, either is the error "declare the Tasks extension".
 //!
 //! `--log FILE` appends one line per event (`created ID`, `updated ID
-//! KEYS`, `cancelled ID`), flushed at once. Bad arguments: exit 2.
+//! KEYS`, `cancelled ID`), flushed at once. `--hold-updates`: a
+//! `tasks/update` is logged, then never answered (nor applied). Bad
+//! arguments: exit 2.
 
 use std::{
     fs::OpenOptions,
@@ -42,6 +44,7 @@ use serde_json::{Value, json};
 struct Peer {
     tasks: TaskManager,
     log: Option<Arc<Mutex<std::fs::File>>>,
+    hold_updates: bool,
 }
 
 impl Peer {
@@ -207,6 +210,9 @@ impl ServerHandler for Peer {
     ) -> Result<(), ErrorData> {
         let keys: Vec<&String> = request.input_responses.keys().collect();
         self.note(&format!("updated {} {keys:?}", request.task_id));
+        if self.hold_updates {
+            std::future::pending::<()>().await;
+        }
         self.tasks
             .update_task(&request.task_id, request.input_responses.clone())
     }
@@ -222,15 +228,19 @@ impl ServerHandler for Peer {
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let log = match (args.next().as_deref(), args.next(), args.next()) {
-        (None, _, _) => None,
-        (Some("--log"), Some(path), None) => Some(PathBuf::from(path)),
-        _ => {
-            eprintln!("mcp-tasks-peer: usage: mcp-tasks-peer [--log FILE]");
-            std::process::exit(2);
-        }
+    let usage = || -> ! {
+        eprintln!("mcp-tasks-peer: usage: mcp-tasks-peer [--log FILE] [--hold-updates]");
+        std::process::exit(2);
     };
+    let (mut log, mut hold_updates) = (None, false);
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--log" => log = Some(PathBuf::from(args.next().unwrap_or_else(|| usage()))),
+            "--hold-updates" => hold_updates = true,
+            _ => usage(),
+        }
+    }
     let log = log.map(|path| {
         let file = OpenOptions::new()
             .create(true)
@@ -245,6 +255,7 @@ fn main() {
     let peer = Peer {
         tasks: TaskManager::new(),
         log,
+        hold_updates,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

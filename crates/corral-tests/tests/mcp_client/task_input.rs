@@ -31,12 +31,14 @@ impl Peer {
         }
     }
 
-    fn command(&self) -> corral::Command {
+    /// The peer with `--log` into this directory, and `args`.
+    fn command(&self, args: &[&str]) -> corral::Command {
         let mut command = corral::Command::new(corral_tests::bin_path!("mcp-tasks-peer"));
         command
             .backend(corral_tests::containing_backend())
             .arg("--log")
             .arg(self.dir.path("log"))
+            .args(args)
             .grace(Duration::from_millis(500))
             .final_bound(Duration::from_secs(2));
         command
@@ -60,6 +62,32 @@ fn options(elicitation: Option<Elicitation>) -> ConnectOptions {
     options
 }
 
+/// A peer started with `args`, and a connection to it declaring the Tasks
+/// extension, answering by `elicitation`.
+async fn connect(
+    name: &str,
+    args: &[&str],
+    elicitation: Option<Elicitation>,
+) -> (Peer, Connection) {
+    let peer = Peer::new(name);
+    let connection = Connection::spawn(peer.command(args), options(elicitation))
+        .await
+        .expect("connected");
+    (peer, connection)
+}
+
+/// The task id and reason of a call whose task was given up.
+fn given_up(error: &CallError) -> (&str, &str) {
+    match error {
+        CallError::Task {
+            task_id,
+            end: TaskEnd::GivenUp,
+            reason,
+        } => (task_id, reason),
+        other => panic!("not a task given up: {other:?}"),
+    }
+}
+
 fn file(name: &str) -> Option<Map<String, Value>> {
     Some(Map::from_iter([("file".to_owned(), Value::from(name))]))
 }
@@ -73,10 +101,8 @@ fn text(result: &rmcp::model::CallToolResult) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_question_of_a_task_is_answered_once_by_the_policy_and_the_task_completes() {
-    let peer = Peer::new("task-input-defaults");
-    let connection = Connection::spawn(peer.command(), options(Some(Elicitation::defaults())))
-        .await
-        .expect("connected");
+    let (peer, connection) =
+        connect("task-input-defaults", &[], Some(Elicitation::defaults())).await;
     let result = connection
         .call_tool("confirm", file("a.txt"), &CallOptions::timeout(CALL))
         .await
@@ -101,10 +127,8 @@ async fn each_question_of_a_task_is_answered_once_by_the_policy_and_the_task_com
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_declining_policy_is_the_answer_the_task_gets() {
-    let peer = Peer::new("task-input-decline");
-    let connection = Connection::spawn(peer.command(), options(Some(Elicitation::decline())))
-        .await
-        .expect("connected");
+    let (_peer, connection) =
+        connect("task-input-decline", &[], Some(Elicitation::decline())).await;
     let result = connection
         .call_tool("confirm", file("b.txt"), &CallOptions::timeout(CALL))
         .await
@@ -115,23 +139,12 @@ async fn a_declining_policy_is_the_answer_the_task_gets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_without_a_policy_gives_the_task_up_naming_the_question() {
-    let peer = Peer::new("task-input-none");
-    let connection = Connection::spawn(peer.command(), options(None))
-        .await
-        .expect("connected");
+    let (peer, connection) = connect("task-input-none", &[], None).await;
     let error = connection
         .call_tool("confirm", file("c.txt"), &CallOptions::timeout(CALL))
         .await
         .expect_err("no answer can be given");
-    let CallError::Task {
-        task_id,
-        end,
-        reason,
-    } = &error
-    else {
-        panic!("not a task's end: {error:?}");
-    };
-    assert_eq!(*end, TaskEnd::GivenUp, "{error}");
+    let (task_id, reason) = given_up(&error);
     assert!(
         reason.contains("elicitation/create") && reason.contains("confirm-1"),
         "the reason names the question: {reason}"
@@ -165,25 +178,15 @@ async fn a_client_without_a_policy_gives_the_task_up_naming_the_question() {
 /// with it, so the call ends by the cap, not idle.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_that_keeps_asking_is_given_up_after_the_rounds_cap() {
-    let peer = Peer::new("task-input-endless");
-    let connection = Connection::spawn(peer.command(), options(Some(Elicitation::defaults())))
-        .await
-        .expect("connected");
+    let (peer, connection) =
+        connect("task-input-endless", &[], Some(Elicitation::defaults())).await;
     let mut call = CallOptions::timeout(Duration::from_secs(60));
     call.idle_timeout = Some(Duration::from_secs(2));
     let error = connection
         .call_tool("endless", None, &call)
         .await
         .expect_err("the questions never end");
-    let CallError::Task {
-        task_id,
-        end,
-        reason,
-    } = &error
-    else {
-        panic!("not a task's end: {error:?}");
-    };
-    assert_eq!(*end, TaskEnd::GivenUp, "{error}");
+    let (task_id, reason) = given_up(&error);
     assert!(
         reason.contains(&format!("after {MAX_INPUT_ROUNDS} answers")),
         "given up by the cap: {reason}"
@@ -193,5 +196,40 @@ async fn a_task_that_keeps_asking_is_given_up_after_the_rounds_cap() {
         .extend((1..=MAX_INPUT_ROUNDS).map(|round| format!(r#"updated {task_id} ["q-{round}"]"#)));
     expected.push(format!("cancelled {task_id}"));
     assert_eq!(peer.log(), expected);
+    connection.close().await;
+}
+
+/// A server that never acknowledges `tasks/update` cannot hold a call that
+/// has only an idle deadline: the update is bounded by that deadline too,
+/// and the task is given up (`tasks/cancel`) once it passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_never_acknowledged_is_bounded_by_the_idle_deadline() {
+    let (peer, connection) = connect(
+        "task-input-held",
+        &["--hold-updates"],
+        Some(Elicitation::defaults()),
+    )
+    .await;
+    let mut call = CallOptions::default();
+    call.idle_timeout = Some(Duration::from_secs(1));
+    // Bounds the test, not the call: without the mechanism the call would
+    // wait for ever.
+    let ended = tokio::time::timeout(CALL, connection.call_tool("confirm", file("d.txt"), &call))
+        .await
+        .expect("the call ended by its idle deadline, not held by the server");
+    let error = ended.expect_err("the update is never acknowledged");
+    let (task_id, reason) = given_up(&error);
+    assert!(
+        reason.contains("the deadline passed"),
+        "given up by the idle deadline: {reason}"
+    );
+    assert_eq!(
+        peer.log(),
+        [
+            format!("created {task_id}"),
+            format!(r#"updated {task_id} ["confirm-1"]"#),
+            format!("cancelled {task_id}"),
+        ]
+    );
     connection.close().await;
 }

@@ -93,9 +93,42 @@ pub fn helper_pid() -> Option<i32> {
     lock(&CLIENT).as_ref().map(|c| c.helper.0)
 }
 
-/// A watchdog let go by [`release`]: its pidfd and identity, for
-/// [`shutdown`] to reap.
-static RELEASED: Mutex<Option<(OwnedFd, (i32, u64))>> = Mutex::new(None);
+/// A helper whose socket this process closed: what is left to reap it.
+struct HungUp {
+    pidfd: OwnedFd,
+    helper: (i32, u64),
+}
+
+impl HungUp {
+    /// Closes this side of `client`'s socket: the writer sends what is
+    /// queued, then drops the last handle on it, and the helper sees
+    /// end-of-file and exits.
+    fn of(client: Client) -> Self {
+        let Client {
+            stream,
+            queue,
+            writer,
+            pidfd,
+            helper,
+            ..
+        } = client;
+        drop(queue);
+        drop(stream);
+        // A writer that never started holds the socket too.
+        drop(writer);
+        Self { pidfd, helper }
+    }
+
+    /// Reaps the helper (within 1 s) and ends its exemption from this
+    /// process's subreaper trees.
+    fn reap(self) {
+        sys::reap_within(self.pidfd.as_fd(), std::time::Duration::from_secs(1));
+        crate::contain::unexempt(self.helper);
+    }
+}
+
+/// A watchdog let go by [`release`], for [`shutdown`] to reap.
+static RELEASED: Mutex<Option<HungUp>> = Mutex::new(None);
 
 /// Lets the watchdog go as soon as no tree is left for it to guard, for a
 /// program that starts no tree after: closes this side of the socket, so
@@ -127,31 +160,11 @@ pub fn release() {
         return;
     };
     drop(guard);
-    let Client {
-        stream,
-        queue,
-        writer,
-        pidfd,
-        helper,
-        ..
-    } = client;
-    // As in `shutdown`: the writer sends what is queued, then the helper
-    // sees end-of-file.
-    drop(queue);
-    drop(stream);
-    drop(writer);
-    // One let go before (release, a spawn, release again) is reaped first:
-    // each is reaped once, none is left a zombie.
-    reap_released();
-    *lock(&RELEASED) = Some((pidfd, helper));
-}
-
-/// Reaps the watchdog [`release`] let go, if any (within 1 s), and ends its
-/// exemption from this process's subreaper trees.
-fn reap_released() {
-    if let Some((pidfd, helper)) = lock(&RELEASED).take() {
-        sys::reap_within(pidfd.as_fd(), std::time::Duration::from_secs(1));
-        crate::contain::unexempt(helper);
+    let before = lock(&RELEASED).replace(HungUp::of(client));
+    // One let go before (release, a spawn, release again) is reaped now:
+    // none is left a zombie.
+    if let Some(before) = before {
+        before.reap();
     }
 }
 
@@ -159,25 +172,10 @@ fn reap_released() {
 /// when this process exits): closes the socket and reaps the helper (one let
 /// go by [`release`] too).
 pub fn shutdown() {
-    reap_released();
+    let released = lock(&RELEASED).take();
     let client = lock(&CLIENT).take();
-    if let Some(client) = client {
-        // The writer sends what is queued, then drops the last handle on the
-        // socket: the helper sees end-of-file and exits.
-        let Client {
-            stream,
-            queue,
-            writer,
-            pidfd,
-            helper,
-            ..
-        } = client;
-        drop(queue);
-        drop(stream);
-        // A writer that never started holds the socket too.
-        drop(writer);
-        sys::reap_within(pidfd.as_fd(), std::time::Duration::from_secs(1));
-        crate::contain::unexempt(helper);
+    for hung_up in released.into_iter().chain(client.map(HungUp::of)) {
+        hung_up.reap();
     }
 }
 
