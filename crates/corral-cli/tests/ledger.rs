@@ -22,6 +22,15 @@ fn ledger_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// Removes its directory when dropped.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn records(dir: &PathBuf) -> usize {
     std::fs::read_dir(dir)
         .map(|d| {
@@ -38,12 +47,29 @@ fn records(dir: &PathBuf) -> usize {
 /// corral in, finds nothing of corral's still there (docs/flakes.md (36)).
 #[test]
 fn a_clean_run_leaves_neither_its_watchdog_nor_its_record() {
+    clean_run("clean", corral().args(["run", "--"]));
+}
+
+/// The same under the `timeout` personality, whose watchdog is forked after
+/// corral held its signals: it gives them back (else it would outlive a
+/// `SIGTERM`, held for a reader it does not have).
+#[test]
+fn a_clean_run_as_timeout_leaves_neither_its_watchdog_nor_its_record() {
+    use std::os::unix::process::CommandExt;
+    let mut command = corral();
+    command.arg0("timeout").arg("60");
+    clean_run("clean-timeout", &mut command);
+}
+
+fn clean_run(name: &str, corral: &mut std::process::Command) {
     // A watchdog that outlived corral, even by a moment, is re-parented to
     // this process and stays visible (running, or a zombie until reaped).
     this_process::become_subreaper();
-    let dir = ledger_dir("clean");
-    let child = corral()
-        .args(["run", "--", "sh", "-c", "echo $$; read line; true"])
+    let dir = ledger_dir(name);
+    // Removed whatever the outcome: an assertion below must not leave it.
+    let _remove = RemoveOnDrop(dir.clone());
+    let child = corral
+        .args(["sh", "-c", "echo $$; read line; true"])
         .env("CORRAL_LEDGER_DIR", &dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -67,7 +93,7 @@ fn a_clean_run_leaves_neither_its_watchdog_nor_its_record() {
     let watchdog = watchdog.expect("found");
     // The watchdog has corral's signal set-up: the job-control signals
     // ignored (a watchdog stopped by SIGTTOU on a `tostop` terminal could
-    // not end the tree), SIGRTMAX held. Checked before the guard takes the
+    // not end the tree), SIGRTMAX held, nothing else held. Checked before the guard takes the
     // watchdog: a failure here kills only corral, and the watchdog then
     // ends the tree and removes its record and leaf, as it should.
     let status = std::fs::read_to_string(format!("/proc/{}/status", watchdog.pid))
@@ -91,6 +117,11 @@ fn a_clean_run_leaves_neither_its_watchdog_nor_its_record() {
         "SIGTTIN not ignored"
     );
     assert_ne!(mask("SigBlk:") & (1u64 << 63), 0, "SIGRTMAX not held");
+    // What corral holds for its own reading (`host::hold_signals`), the
+    // watchdog does not: a SIGTERM ends it (and corral starts another).
+    for signal in [Signal::TERM, Signal::INT, Signal::HUP, Signal::USR1] {
+        assert_eq!(mask("SigBlk:") & bit(signal), 0, "{signal:?} held");
+    }
     guard.watch(watchdog);
     // End of input: the command exits, and so does corral.
     drop(guard.child().stdin.take());
@@ -110,7 +141,6 @@ fn a_clean_run_leaves_neither_its_watchdog_nor_its_record() {
         outlived.is_none(),
         "the watchdog outlived corral: {outlived:?}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Owner and watchdog both die (the owner frozen first so it cannot replace

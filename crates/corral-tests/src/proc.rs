@@ -128,6 +128,15 @@ impl Proc {
             .collect()
     }
 
+    /// Whether the process takes signal `signum` itself: it has a handler
+    /// for it (`SigCgt`), or its main thread holds it (`SigBlk`) for a
+    /// `signalfd`, as `corral run` does; `false` if it is gone.
+    pub fn takes(&self, signum: i32) -> bool {
+        let masks = self.signal_masks();
+        let bit = |key: &str| masks.get(key).is_some_and(|&m| has_signal(m, signum));
+        bit("SigCgt") || bit("SigBlk")
+    }
+
     /// Whether the process ignores signal `signum` (`SigIgn`); `None` if it
     /// is gone.
     pub fn ignores(&self, signum: i32) -> Option<bool> {

@@ -41,7 +41,7 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
-use std::io;
+use std::{io, os::fd::AsFd};
 
 use crate::{signal::Signal, sys};
 
@@ -201,8 +201,10 @@ pub fn parent_pid() -> i32 {
     sys::getppid()
 }
 
-/// Handlers for the signals a supervisor acts on (what each means is the
-/// supervisor's), as one awaitable source. `SIGRTMAX` cannot be handled
+/// The signals a supervisor acts on (what each means is the
+/// supervisor's), as one awaitable source: handlers
+/// ([`install`](SignalWatch::install)), or signals held since start-up
+/// ([`from_held`](SignalWatch::from_held)). `SIGRTMAX` cannot be handled
 /// (tokio's signal driver has no slot for it): see [`block`]. A signal that
 /// was ignored when the process started gets
 /// no handler and stays ignored (an installed handler would be reset to the
@@ -226,7 +228,104 @@ pub fn parent_pid() -> i32 {
 /// ```
 #[derive(Debug, Default)]
 pub struct SignalWatch {
-    streams: Vec<(Signal, tokio::signal::unix::Signal)>,
+    source: Source,
+}
+
+/// Where a [`SignalWatch`]'s signals come from.
+#[derive(Debug)]
+enum Source {
+    /// tokio's handlers, one stream per signal.
+    Handlers(Vec<(Signal, tokio::signal::unix::Signal)>),
+    /// A `signalfd` for signals blocked in every thread ([`hold_signals`]).
+    Held {
+        fd: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+        signals: Vec<Signal>,
+    },
+}
+
+impl Default for Source {
+    fn default() -> Self {
+        Self::Handlers(Vec::new())
+    }
+}
+
+/// Signals blocked since start-up, waiting to be read by a [`SignalWatch`]
+/// ([`hold_signals`]).
+///
+/// ```no_run
+/// use corral::{host, Signal};
+/// // First thing in `main`, before any thread or runtime starts.
+/// let held = host::hold_signals(&[Signal::TERM, Signal::INT], &[])?;
+/// let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+/// runtime.block_on(async {
+///     let mut signals = host::SignalWatch::from_held(held)?;
+///     let signal = signals.recv().await; // one sent before the runtime started too
+///     println!("{signal}");
+///     Ok::<(), std::io::Error>(())
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct HeldSignals {
+    fd: std::os::fd::OwnedFd,
+    signals: Vec<Signal>,
+}
+
+/// Holds those of `signals` not ignored right now, and those of
+/// `even_if_ignored` whatever their disposition (which is set back to the
+/// default, as GNU `timeout` does for its own): blocks them in the calling
+/// thread and every thread it starts later, and opens a `signalfd` that
+/// reads them, for [`SignalWatch::from_held`]. Each one sent from now on
+/// waits there, whichever thread it is sent to; none acts, none is lost.
+///
+/// The cheap way to watch many signals in a process dedicated to
+/// supervision (`corral run` watches about 40): one `sigprocmask`, one
+/// descriptor, no handler, where [`SignalWatch::install`] installs a
+/// handler per signal. Call it before any thread starts (the library's own
+/// threads block every signal, so a watchdog forked earlier may run): a
+/// thread started before, that does not block them, would take them with
+/// their default action. The signals stay blocked for the life of the
+/// process; programs it spawns start with no signal blocked, and a
+/// watchdog it forks later unblocks them.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// use corral::{host::{self, SignalWatch}, Signal};
+/// host::ignore(Signal::HUP)?; // as `nohup` leaves it
+/// host::ignore(Signal::QUIT)?;
+/// let held = host::hold_signals(&[Signal::HUP, Signal::QUIT, Signal::USR1], &[Signal::QUIT])?;
+/// let mut watch = SignalWatch::from_held(held)?;
+/// assert!(!watch.handles(Signal::HUP), "an ignored signal stays ignored");
+/// assert!(watch.handles(Signal::QUIT), "as GNU timeout's own");
+/// assert!(!host::is_ignored(Signal::QUIT)?, "its command gets the default");
+/// let me = std::process::id().to_string();
+/// std::process::Command::new("kill").args(["-USR1", &me]).status()?;
+/// assert_eq!(watch.recv().await, Signal::USR1);
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// If a disposition cannot be read or set, or no descriptor is left.
+pub fn hold_signals(signals: &[Signal], even_if_ignored: &[Signal]) -> io::Result<HeldSignals> {
+    let mut held = Vec::with_capacity(signals.len());
+    let mut to_default = Vec::new();
+    for &signal in signals {
+        if is_ignored(signal)? {
+            if !even_if_ignored.contains(&signal) {
+                tracing::debug!(%signal, "ignored at start-up: left ignored");
+                continue;
+            }
+            to_default.push(signal);
+        }
+        held.push(signal);
+    }
+    let fd = sys::hold(&held)?;
+    // Blocked first: one sent meanwhile waits instead of acting.
+    for signal in to_default {
+        sys::set_default(signal)?;
+    }
+    Ok(HeldSignals { fd, signals: held })
 }
 
 impl SignalWatch {
@@ -256,12 +355,47 @@ impl SignalWatch {
             let kind = tokio::signal::unix::SignalKind::from_raw(signal.number());
             streams.push((signal, tokio::signal::unix::signal(kind)?));
         }
-        Ok(Self { streams })
+        Ok(Self {
+            source: Source::Handlers(streams),
+        })
     }
 
-    /// Whether `signal` has a handler (it was not ignored at start-up).
+    /// Watches the signals [`hold_signals`] held (those sent since wait
+    /// there). Needs a tokio runtime with its I/O driver.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> std::io::Result<()> {
+    /// use corral::{host::{self, SignalWatch}, Signal};
+    /// let held = host::hold_signals(&[Signal::USR2], &[])?;
+    /// let me = std::process::id().to_string();
+    /// std::process::Command::new("kill").args(["-USR2", &me]).status()?;
+    /// // Sent before the watch existed: it waited, held.
+    /// let mut watch = SignalWatch::from_held(held)?;
+    /// assert!(watch.handles(Signal::USR2));
+    /// assert_eq!(watch.recv().await, Signal::USR2);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// If the descriptor cannot be registered with the runtime.
+    pub fn from_held(held: HeldSignals) -> io::Result<Self> {
+        let HeldSignals { fd, signals } = held;
+        Ok(Self {
+            source: Source::Held {
+                fd: sys::register_held(fd)?,
+                signals,
+            },
+        })
+    }
+
+    /// Whether `signal` has a handler, or is held (it was not ignored at
+    /// start-up).
     pub fn handles(&self, signal: Signal) -> bool {
-        self.streams.iter().any(|&(s, _)| s == signal)
+        match &self.source {
+            Source::Handlers(streams) => streams.iter().any(|&(s, _)| s == signal),
+            Source::Held { signals, .. } => signals.contains(&signal),
+        }
     }
 
     /// Waits for the next handled signal; pending for ever if there are none.
@@ -269,13 +403,35 @@ impl SignalWatch {
     /// # Cancel safety
     /// Cancel safe: a signal that arrives meanwhile is kept for the next call.
     pub async fn recv(&mut self) -> Signal {
-        std::future::poll_fn(|cx| {
-            for (signal, stream) in &mut self.streams {
-                if let std::task::Poll::Ready(Some(())) = stream.poll_recv(cx) {
-                    return std::task::Poll::Ready(*signal);
+        std::future::poll_fn(|cx| match &mut self.source {
+            Source::Handlers(streams) => {
+                for (signal, stream) in streams {
+                    if let std::task::Poll::Ready(Some(())) = stream.poll_recv(cx) {
+                        return std::task::Poll::Ready(*signal);
+                    }
                 }
+                std::task::Poll::Pending
             }
-            std::task::Poll::Pending
+            Source::Held { fd, .. } => loop {
+                let Ok(mut ready) = std::task::ready!(fd.poll_read_ready(cx)) else {
+                    // The runtime is shutting down: nothing more arrives.
+                    return std::task::Poll::Pending;
+                };
+                match ready.try_io(|fd| {
+                    sys::read_held(fd.as_fd())?.ok_or_else(|| io::ErrorKind::WouldBlock.into())
+                }) {
+                    Ok(Ok(number)) => match Signal::from_number(number) {
+                        Some(signal) => return std::task::Poll::Ready(signal),
+                        None => continue,
+                    },
+                    Ok(Err(error)) => {
+                        tracing::error!(%error, "reading the held signals");
+                        return std::task::Poll::Pending;
+                    }
+                    // Read to the end: wait for the next.
+                    Err(_would_block) => {}
+                }
+            },
         })
         .await
     }

@@ -5,14 +5,16 @@
 //! no catchable signal ends corral while its tree runs on. A signal that
 //! was ignored when corral started (`nohup` ignores `SIGHUP`; a
 //! non-interactive shell ignores `SIGINT` and `SIGQUIT` for background
-//! jobs) gets no handler, so it stays ignored and the command inherits that:
-//! an installed handler would be reset to the default by `exec`. The death
+//! jobs) gets no handler (nor is held), so it stays ignored and the command
+//! inherits that: an installed handler would be reset to the default by
+//! `exec`. `corral run` holds its signals instead of handling them
+//! ([`install_held`]). The death
 //! of corral's parent arrives as `SIGTERM` (`PR_SET_PDEATHSIG`).
 
 use anyhow::Context;
 use corral::{
     Signal,
-    host::{self, ParentWatch, SignalWatch},
+    host::{self, HeldSignals, ParentWatch, SignalWatch},
 };
 
 /// The signals that end `corral run`'s tree.
@@ -82,7 +84,8 @@ pub fn meaning_as_init(signal: Signal) -> Meaning {
 
 /// The signals `corral run` handles as its PID namespace's init:
 /// [`run_handled`]'s and `SIGWINCH`, which does not end a process but which
-/// the kernel would not deliver to an init without a handler.
+/// the kernel would not deliver to an init that neither handles nor blocks
+/// it.
 pub fn init_handled() -> Vec<Signal> {
     let mut handled = run_handled();
     handled.push(Signal::WINCH);
@@ -192,8 +195,25 @@ pub fn install_overriding(
 ) -> anyhow::Result<Watch> {
     let signals = SignalWatch::install_overriding(handled, even_if_ignored)
         .context("installing the signal handlers")?;
-    // Armed only once SIGTERM has a handler, or the parent's death would
-    // kill corral without a cleanup. Without one (SIGTERM ignored at
+    arm(signals, parent)
+}
+
+/// [`install_overriding`] for signals held since start-up
+/// ([`corral::host::hold_signals`]: `corral run`, which watches about 40,
+/// holds them instead of installing a handler for each, before any thread
+/// of its own starts).
+///
+/// # Errors
+/// As [`install`].
+pub fn install_held(held: HeldSignals, parent: i32) -> anyhow::Result<Watch> {
+    let signals = SignalWatch::from_held(held).context("watching the held signals")?;
+    arm(signals, parent)
+}
+
+/// The watch, with the parent's death arriving as `SIGTERM`.
+fn arm(signals: SignalWatch, parent: i32) -> anyhow::Result<Watch> {
+    // Armed only once SIGTERM is handled (or held), or the parent's death
+    // would kill corral without a cleanup. Without that (SIGTERM ignored at
     // start-up), the parent's death is not watched, but a parent already
     // gone still counts.
     let gone = if signals.handles(Signal::TERM) {

@@ -5,8 +5,8 @@
 //! the library waits for: `corral::init::reap_orphans`); it passes
 //! [`signals::INIT`] on to the command instead of ending the tree, so the
 //! command decides and corral exits with its status (the kernel delivers
-//! to an init only the signals it has a handler for, and corral has one for
-//! each); and once the command's tree has ended, it ends what is left in
+//! to an init only the signals it has a handler for or blocks, and corral
+//! holds each); and once the command's tree has ended, it ends what is left in
 //! the namespace by the run's policy and says what it was
 //! (`corral::init::end_the_rest`), where an init that just exits leaves it
 //! to the kernel's `SIGKILL`.
@@ -48,10 +48,11 @@ impl Init {
 }
 
 /// The signals `corral run` handles: as init, `SIGWINCH` too.
-pub fn handled(init: Option<&Init>) -> Vec<Signal> {
-    match init {
-        Some(_) => signals::init_handled(),
-        None => signals::run_handled(),
+pub fn handled() -> Vec<Signal> {
+    if init::is_init() {
+        signals::init_handled()
+    } else {
+        signals::run_handled()
     }
 }
 

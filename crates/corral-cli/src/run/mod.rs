@@ -11,7 +11,7 @@ use std::{
 };
 
 use anyhow::Context;
-use corral::{Finished, Signal, Stdio};
+use corral::{Finished, Signal, Stdio, host::HeldSignals};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -50,20 +50,31 @@ pub fn main(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
     // started: every thread holds SIGRTMAX either way.
     signals::hold_unhandled();
     signals::ignore_job_control();
+    let personality = Personality::of(args);
+    // The signals corral acts on, held from now on (one sent meanwhile
+    // waits), before any thread of corral's own starts (the watchdog's
+    // block every signal): about 40, which handlers would cost a
+    // `sigaction` and a registration each (BENCHMARKS.md section 3).
+    let held = corral::host::hold_signals(
+        &init::handled(),
+        &personality.handled_even_if_ignored(args.signal.0),
+    )
+    .context("holding the signals corral acts on")?;
     // As `timeout`, -v is GNU's lines only, not corral's debug log.
-    let own_verbose = Personality::of(args).own_verbose(args.verbose);
+    let own_verbose = personality.own_verbose(args.verbose);
     let sink = startup::supervisor(&args.report, own_verbose)?;
-    startup::supervise(run(args, parent, sink))
+    startup::supervise(run(args, parent, sink, held))
 }
 
-async fn run(args: &RunArgs, parent: i32, sink: Option<Sink>) -> anyhow::Result<Status> {
+async fn run(
+    args: &RunArgs,
+    parent: i32,
+    sink: Option<Sink>,
+    held: HeldSignals,
+) -> anyhow::Result<Status> {
     let personality = Personality::of(args);
     let mut init = init::Init::take_on()?;
-    let watch = signals::install_overriding(
-        &init::handled(init.as_ref()),
-        &personality.handled_even_if_ignored(args.signal.0),
-        parent,
-    )?;
+    let watch = signals::install_held(held, parent)?;
     let started = Instant::now();
     let Watch::Armed(mut signals) = watch else {
         say!("the parent process is already gone (counts as SIGTERM); the command was not started");

@@ -64,9 +64,10 @@ pub(crate) fn startup_sweep() {
             return;
         };
         let dir = ledger::dir();
-        let started = std::thread::Builder::new()
-            .name("corral-startup-sweep".to_owned())
-            .spawn(move || sweep_predecessors(&dir, me));
+        let started = sys::spawn_unsignalled(
+            std::thread::Builder::new().name("corral-startup-sweep".to_owned()),
+            move || sweep_predecessors(&dir, me),
+        );
         if let Err(error) = started {
             tracing::warn!(%error, "could not start the start-up sweep");
         }

@@ -123,10 +123,13 @@ impl Client {
             .try_clone()
             .map_err(|e| format!("pidfd for the watchdog: {e}"))?;
         let client = Self::connect(stream, pidfd, (pid, start_time), watched)?;
-        std::thread::Builder::new()
-            .name("corral-watchdog-monitor".to_owned())
-            .spawn(move || monitor(monitored, (pid, start_time)))
-            .map_err(|e| format!("cannot start the watchdog monitor thread: {e}"))?;
+        // Blocking every signal: a supervisor that holds its own
+        // (`host::hold_signals`) may start after it.
+        sys::spawn_unsignalled(
+            std::thread::Builder::new().name("corral-watchdog-monitor".to_owned()),
+            move || monitor(monitored, (pid, start_time)),
+        )
+        .map_err(|e| format!("cannot start the watchdog monitor thread: {e}"))?;
         Ok(client)
     }
 
@@ -169,10 +172,11 @@ impl Client {
         let Some(writer) = lock(&self.writer).take() else {
             return Ok(());
         };
-        std::thread::Builder::new()
-            .name("corral-watchdog-writer".to_owned())
-            .spawn(move || writer.run())
-            .map(drop)
+        sys::spawn_unsignalled(
+            std::thread::Builder::new().name("corral-watchdog-writer".to_owned()),
+            move || writer.run(),
+        )
+        .map(drop)
     }
 
     /// Replaces a dead helper, telling the new one every live tree.

@@ -34,6 +34,8 @@ pub(super) fn run() -> ! {
 /// The watchdog as a fork of the owner: leaves the owner's process group
 /// (a terminal's Ctrl-C must not reach it) and its standard output.
 pub(super) fn run_forked(socket: std::os::unix::net::UnixStream) -> ! {
+    // Forked after the owner held its signals: nobody reads them here.
+    sys::unhold();
     let _ = sys::own_process_group();
     let _ = sys::stdout_to_null();
     watch(socket)

@@ -88,6 +88,140 @@ pub(crate) fn block(signal: Signal) -> io::Result<()> {
     Ok(())
 }
 
+/// The signals [`hold`] blocked, bit N-1 for signal N: what a process
+/// forked after it (the watchdog) gives back ([`unhold`]).
+static HELD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The set of `signals`.
+fn set_of(signals: &[Signal]) -> libc::sigset_t {
+    // SAFETY: an all-zero sigset_t is a valid value for `sigemptyset`.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, initialised set; the calls only write it.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        for signal in signals {
+            libc::sigaddset(&mut set, signal.number());
+        }
+    }
+    set
+}
+
+/// Blocks `signals` in the calling thread (and every thread it starts from
+/// now on), then opens a `signalfd` that reads them: a blocked signal stays
+/// pending until read there, whichever thread it was sent to, and never
+/// acts (nor runs a handler).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/signalfd.2.html>
+pub(crate) fn hold(signals: &[Signal]) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let set = set_of(signals);
+    // SAFETY: `set` is a valid set; the call only changes this thread's mask.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    let bits = signals.iter().fold(0u64, |bits, s| {
+        bits | 1u64.checked_shl(s.number() as u32 - 1).unwrap_or(0)
+    });
+    HELD.fetch_or(bits, std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: `set` is a valid set; -1 asks for a new descriptor.
+    let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `signalfd` returned a new descriptor that nothing else owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// The next signal pending on a [`hold`] descriptor, `None` if there is none.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/signalfd.2.html>
+pub(crate) fn read_held(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<Option<i32>> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: an all-zero signalfd_siginfo is a valid out-parameter.
+    let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::signalfd_siginfo>();
+    // SAFETY: `info` is valid for `size` bytes, and `fd` is open.
+    let read = unsafe { libc::read(fd.as_raw_fd(), (&raw mut info).cast(), size) };
+    if read < 0 {
+        let error = io::Error::last_os_error();
+        return match error.kind() {
+            io::ErrorKind::WouldBlock => Ok(None),
+            _ => Err(error),
+        };
+    }
+    Ok(Some(info.ssi_signo as i32))
+}
+
+/// A [`hold`] descriptor registered with the current tokio runtime, for
+/// reading as signals arrive.
+///
+/// # Errors
+/// Outside a runtime with its I/O driver, or if the registration fails.
+pub(crate) fn register_held(
+    fd: std::os::fd::OwnedFd,
+) -> io::Result<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
+    // SAFETY: the `AsyncFd` owns the descriptor, so it stays open, and is not
+    // replaced, while registered; dropping it deregisters, then closes it.
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
+        .map_err(|e| e.into_parts().1)
+}
+
+/// Unblocks in the calling thread what [`hold`] blocked: for a process
+/// forked after it (the watchdog), whose signals nobody reads.
+pub(crate) fn unhold() {
+    let bits = HELD.load(std::sync::atomic::Ordering::SeqCst);
+    let held: Vec<Signal> = (1..=64)
+        .filter(|n| bits & (1u64 << (n - 1)) != 0)
+        .filter_map(Signal::from_number)
+        .collect();
+    if held.is_empty() {
+        return;
+    }
+    let set = set_of(&held);
+    // SAFETY: `set` is a valid set; the call only changes this thread's mask.
+    unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+}
+
+/// Sets `signal`'s disposition to the default (`SIG_DFL`).
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/signal.2.html>
+pub(crate) fn set_default(signal: Signal) -> io::Result<()> {
+    // SAFETY: SIG_DFL installs no handler code; `signal` is a valid number.
+    if unsafe { libc::signal(signal.number(), libc::SIG_DFL) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Starts `work` on a thread of `builder` that blocks every signal, from its
+/// first instruction: a signal sent to this process is never taken by one of
+/// the library's own threads, where its default action would end the
+/// process without its cleanup (a supervisor that reads its signals from a
+/// [`hold`] descriptor blocks them in every other thread).
+pub(crate) fn spawn_unsignalled<T: Send + 'static>(
+    builder: std::thread::Builder,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<std::thread::JoinHandle<T>> {
+    // SAFETY: all-zero sigset_t values are valid for `sigfillset` and as
+    // out-parameters.
+    let (mut all, mut before): (libc::sigset_t, libc::sigset_t) =
+        unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+    // SAFETY: both sets are valid; the calls change only this thread's mask,
+    // which is put back below whatever the spawn did.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut before);
+    }
+    let spawned = builder.spawn(work);
+    // SAFETY: `before` is the mask read above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut()) };
+    spawned
+}
+
 /// Whether the calling thread blocks any signal.
 pub(super) fn thread_blocks_signals() -> bool {
     // SAFETY: a null `set` only reads this thread's mask into `current`, a
