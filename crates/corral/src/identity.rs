@@ -29,7 +29,7 @@ use crate::{signal::Signal, sys};
 mod stat;
 
 use stat::read_small;
-pub(crate) use stat::{Stat, parse_stat};
+pub(crate) use stat::{Stat, parse_stat, read_small_text};
 
 /// A process, named by identity: pid plus start time (clock ticks after boot).
 ///

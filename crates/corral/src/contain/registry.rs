@@ -21,7 +21,7 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashSet},
-    path::{Path, PathBuf},
+    path::Path,
     sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
@@ -427,7 +427,7 @@ pub(crate) type CgroupOf<'a> = &'a dyn Fn(i32) -> Option<String>;
 
 /// The cgroup v2 path of `pid` (the `0::` line of `/proc/PID/cgroup`).
 pub(crate) fn cgroup_of(pid: i32) -> Option<String> {
-    let text = std::fs::read_to_string(PathBuf::from(format!("/proc/{pid}/cgroup"))).ok()?;
+    let text = crate::identity::read_small_text(&format!("/proc/{pid}/cgroup")).ok()?;
     text.lines()
         .find_map(|line| line.strip_prefix("0::"))
         .map(str::to_owned)

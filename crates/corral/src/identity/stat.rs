@@ -78,8 +78,24 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
 /// end-of-file that reading to a string costs. A walk of the host reads one
 /// per process, so this is most of what a walk costs.
 pub fn read_small(path: &str) -> io::Result<Vec<u8>> {
+    read_sized(path, 512)
+}
+
+/// [`read_small`] as text, for a `/proc` file of a few kilobytes
+/// (`mountinfo`, a `cgroup` file, the boot id): usually one `read` and the
+/// end-of-file one, where reading to a string probes with 32 bytes and
+/// doubles (eight reads for a 1.5 KB `mountinfo`).
+///
+/// # Errors
+/// If the file cannot be opened or read, or is not UTF-8.
+pub fn read_small_text(path: &str) -> io::Result<String> {
+    String::from_utf8(read_sized(path, 4096)?)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+fn read_sized(path: &str, size: usize) -> io::Result<Vec<u8>> {
     let mut file = fs::File::open(path)?;
-    let mut bytes = vec![0; 512];
+    let mut bytes = vec![0; size];
     let mut filled = 0;
     loop {
         match file.read(&mut bytes[filled..]) {
@@ -106,6 +122,28 @@ mod tests {
     use super::*;
 
     const SAMPLE: &str = "1234 (a) b (c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 1000 100 18446744073709551615";
+
+    /// A file of more than one buffer is read whole, and a `/proc` file
+    /// reads as reading it to a string does.
+    #[test]
+    fn small_text_is_read_whole() {
+        let path = std::env::temp_dir().join(format!("corral-small-text-{}", std::process::id()));
+        let text: String = (0..2000).map(|n| format!("line {n}\n")).collect();
+        fs::write(&path, &text).expect("write");
+        let read = read_small_text(path.to_str().expect("utf-8"));
+        let _ = fs::remove_file(&path);
+        assert_eq!(read.expect("read"), text);
+        assert_eq!(
+            read_small_text("/proc/self/mountinfo")
+                .expect("mountinfo")
+                .lines()
+                .count(),
+            fs::read_to_string("/proc/self/mountinfo")
+                .expect("mountinfo")
+                .lines()
+                .count()
+        );
+    }
 
     #[test]
     fn parses_hostile_command_names() {

@@ -2,7 +2,6 @@
 //! process is in it (`/proc/PID/cgroup`).
 
 use std::{
-    fs,
     path::{Path, PathBuf},
     sync::OnceLock,
 };
@@ -134,7 +133,7 @@ pub(crate) fn mount() -> Option<&'static Path> {
 pub(crate) fn mountinfo() -> Result<&'static str, String> {
     static TEXT: OnceLock<Result<String, String>> = OnceLock::new();
     TEXT.get_or_init(|| {
-        fs::read_to_string("/proc/self/mountinfo")
+        crate::identity::read_small_text("/proc/self/mountinfo")
             .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))
     })
     .as_deref()
@@ -156,7 +155,7 @@ pub(super) fn holds(leaf: &Path, pid: i32) -> bool {
     let Some(relative) = own_relative(leaf) else {
         return false;
     };
-    fs::read_to_string(format!("/proc/{pid}/cgroup"))
+    crate::identity::read_small_text(&format!("/proc/{pid}/cgroup"))
         .ok()
         .and_then(|text| {
             own_cgroup(&text).map(|p| p == relative || p.starts_with(&format!("{relative}/")))

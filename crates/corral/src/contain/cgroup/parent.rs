@@ -61,7 +61,7 @@ pub(super) fn own_dir() -> Result<PathBuf, String> {
     OWN.get_or_init(|| {
         let mount = visible_v2_mount(mountinfo()?)
             .ok_or("no cgroup v2 hierarchy is mounted (cgroup2 not in /proc/self/mountinfo)")?;
-        let own = fs::read_to_string("/proc/self/cgroup")
+        let own = crate::identity::read_small_text("/proc/self/cgroup")
             .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
         let own = own_cgroup(&own)
             .ok_or("this process has no cgroup v2 path (no 0:: line in /proc/self/cgroup)")?;

@@ -113,7 +113,7 @@ pub fn pid_ns() -> Option<String> {
 pub fn boot_id() -> String {
     static BOOT: OnceLock<String> = OnceLock::new();
     BOOT.get_or_init(|| {
-        fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        crate::identity::read_small_text("/proc/sys/kernel/random/boot_id")
             .map(|s| s.trim().to_owned())
             .unwrap_or_default()
     })
