@@ -10,8 +10,8 @@ use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
 #[path = "../../corral/src/identity/stat.rs"]
 mod stat;
 
-use stat::read_small;
 pub use stat::{Stat, parse_stat};
+use stat::{read_small, read_small_text};
 
 /// Reads `/proc/PID/stat`; `None` if the process does not exist (any more)
 /// or the file cannot be parsed.
@@ -117,8 +117,7 @@ impl Proc {
     /// The signal masks of `/proc/PID/status` (`SigIgn`, `SigCgt`, ...);
     /// empty if the process is gone.
     pub fn signal_masks(&self) -> HashMap<String, u64> {
-        let text =
-            std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
+        let text = read_small_text(&format!("/proc/{}/status", self.pid)).unwrap_or_default();
         text.lines()
             .filter_map(|line| {
                 let (key, value) = line.split_once(':')?;

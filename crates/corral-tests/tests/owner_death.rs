@@ -450,6 +450,10 @@ fn watchdog_replaced_then_owner_killed(name: &str, faults: &str) {
         owner.tree.iter().all(Proc::is_alive),
         "killing the watchdog leaves the tree alone"
     );
+    // Started by the owner's monitor thread, which blocks every signal, it
+    // blocks none itself (else only SIGKILL would end it).
+    let blocked = replacement.signal_masks().get("SigBlk").copied();
+    assert_eq!(blocked, Some(0), "the new watchdog blocks signals");
     assert!(owner.owner.signal(Signal::KILL));
     let _ = owner.child.wait();
     let gone = wait_gone(&owner.tree, BOUND + SLACK);

@@ -275,8 +275,10 @@ pub struct HeldSignals {
 /// `even_if_ignored` whatever their disposition (which is set back to the
 /// default, as GNU `timeout` does for its own): blocks them in the calling
 /// thread and every thread it starts later, and opens a `signalfd` that
-/// reads them, for [`SignalWatch::from_held`]. Each one sent from now on
-/// waits there, whichever thread it is sent to; none acts, none is lost.
+/// reads them, for [`SignalWatch::from_held`]. Each one sent to the process
+/// from now on waits there (a standard signal sent twice before it is read
+/// counts once, as with a handler); none acts. A signal sent to one thread
+/// (`tgkill`) stays that thread's.
 ///
 /// The cheap way to watch many signals in a process dedicated to
 /// supervision (`corral run` watches about 40): one `sigprocmask`, one
@@ -285,8 +287,8 @@ pub struct HeldSignals {
 /// threads block every signal, so a watchdog forked earlier may run): a
 /// thread started before, that does not block them, would take them with
 /// their default action. The signals stay blocked for the life of the
-/// process; programs it spawns start with no signal blocked, and a
-/// watchdog it forks later unblocks them.
+/// process; programs it spawns start with no signal blocked, and the
+/// watchdog blocks none.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -361,7 +363,8 @@ impl SignalWatch {
     }
 
     /// Watches the signals [`hold_signals`] held (those sent since wait
-    /// there). Needs a tokio runtime with its I/O driver.
+    /// there). Needs a tokio runtime with its I/O driver (panics outside
+    /// one).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -425,8 +428,10 @@ impl SignalWatch {
                         None => continue,
                     },
                     Ok(Err(error)) => {
+                        // Not expected of a signalfd: waits for the next
+                        // signal rather than spin, and is never silenced.
                         tracing::error!(%error, "reading the held signals");
-                        return std::task::Poll::Pending;
+                        ready.clear_ready();
                     }
                     // Read to the end: wait for the next.
                     Err(_would_block) => {}

@@ -51,6 +51,10 @@ pub fn main(args: &RunArgs, parent: i32) -> anyhow::Result<Status> {
     signals::hold_unhandled();
     signals::ignore_job_control();
     let personality = Personality::of(args);
+    // The watchdog first (a no-op after `prepare`; as `timeout`, here):
+    // forked after the hold below, it would take the dispositions the hold
+    // sets back to the default instead of those the parent left.
+    startup::watchdog_first();
     // The signals corral acts on, held from now on (one sent meanwhile
     // waits), before any thread of corral's own starts (the watchdog's
     // block every signal): about 40, which handlers would cost a

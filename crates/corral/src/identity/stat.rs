@@ -73,29 +73,29 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
     })
 }
 
+/// A `/proc` file of a few kilobytes as text (`mountinfo`, a `cgroup` file,
+/// the boot id): into a 4 KB buffer first, so usually one `read` and the
+/// end-of-file one, where reading to a string without a size (`/proc`
+/// gives none) probes with 32 bytes and doubles (eight reads for a 1.5 KB
+/// `mountinfo`).
+///
+/// # Errors
+/// If the file cannot be opened or read, or is not UTF-8.
+pub fn read_small_text(path: &str) -> io::Result<String> {
+    // Read to end-of-file: a line-by-line `/proc` file (`mountinfo`) comes
+    // in reads of whole lines, so a short read is not its end.
+    let mut text = String::with_capacity(4096);
+    fs::File::open(path)?.read_to_string(&mut text)?;
+    Ok(text)
+}
+
 /// A small `/proc` file in one `read` where it fits (a `stat` line does):
 /// open, read, close, without the size query and the second read for
 /// end-of-file that reading to a string costs. A walk of the host reads one
 /// per process, so this is most of what a walk costs.
 pub fn read_small(path: &str) -> io::Result<Vec<u8>> {
-    read_sized(path, 512)
-}
-
-/// [`read_small`] as text, for a `/proc` file of a few kilobytes
-/// (`mountinfo`, a `cgroup` file, the boot id): usually one `read` and the
-/// end-of-file one, where reading to a string probes with 32 bytes and
-/// doubles (eight reads for a 1.5 KB `mountinfo`).
-///
-/// # Errors
-/// If the file cannot be opened or read, or is not UTF-8.
-pub fn read_small_text(path: &str) -> io::Result<String> {
-    String::from_utf8(read_sized(path, 4096)?)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
-}
-
-fn read_sized(path: &str, size: usize) -> io::Result<Vec<u8>> {
     let mut file = fs::File::open(path)?;
-    let mut bytes = vec![0; size];
+    let mut bytes = vec![0; 512];
     let mut filled = 0;
     loop {
         match file.read(&mut bytes[filled..]) {
@@ -133,15 +133,13 @@ mod tests {
         let read = read_small_text(path.to_str().expect("utf-8"));
         let _ = fs::remove_file(&path);
         assert_eq!(read.expect("read"), text);
+        // A line-by-line `/proc` file far over one page (each read returns
+        // whole lines only): read to its end, not to its first short read.
+        let symbols = read_small_text("/proc/kallsyms").expect("kallsyms");
+        assert!(symbols.len() > 64 << 10, "{} bytes", symbols.len());
         assert_eq!(
-            read_small_text("/proc/self/mountinfo")
-                .expect("mountinfo")
-                .lines()
-                .count(),
-            fs::read_to_string("/proc/self/mountinfo")
-                .expect("mountinfo")
-                .lines()
-                .count()
+            symbols,
+            fs::read_to_string("/proc/kallsyms").expect("kallsyms")
         );
     }
 

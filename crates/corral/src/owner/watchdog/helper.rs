@@ -28,14 +28,17 @@ const MAX_MEMBERS: usize = 1 << 16;
 
 /// The watchdog as its own program: the owner's socket is standard input.
 pub(super) fn run() -> ! {
+    // Started with the mask of the thread that spawned it (std passes it
+    // on): the owner's held signals, or all of them from the monitor.
+    sys::unblock_all();
     watch(std::io::stdin().lock())
 }
 
 /// The watchdog as a fork of the owner: leaves the owner's process group
 /// (a terminal's Ctrl-C must not reach it) and its standard output.
 pub(super) fn run_forked(socket: std::os::unix::net::UnixStream) -> ! {
-    // Forked after the owner held its signals: nobody reads them here.
-    sys::unhold();
+    // Blocks nothing (the owner's SIGRTMAX included): it reads no signal.
+    sys::unblock_all();
     let _ = sys::own_process_group();
     let _ = sys::stdout_to_null();
     watch(socket)

@@ -49,6 +49,6 @@ pub(crate) use process::{
 pub(crate) use signals::{
     block, children_autoreaped, default_sigchld, hold, ignore, is_ignored, read_held,
     register_held, reset_to_default, set_default, sigpipe_ignored_at_start, sigrtmax, sigrtmin,
-    spawn_unsignalled, unhold,
+    spawn_unsignalled, unblock_all,
 };
 pub(crate) use spawn::{ChildDir, ChildSetup, CwdRefused, child_error, enter_dir, spawn};

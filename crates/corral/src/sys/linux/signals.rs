@@ -88,10 +88,6 @@ pub(crate) fn block(signal: Signal) -> io::Result<()> {
     Ok(())
 }
 
-/// The signals [`hold`] blocked, bit N-1 for signal N: what a process
-/// forked after it (the watchdog) gives back ([`unhold`]).
-static HELD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
 /// The set of `signals`.
 fn set_of(signals: &[Signal]) -> libc::sigset_t {
     // SAFETY: an all-zero sigset_t is a valid value for `sigemptyset`.
@@ -121,10 +117,6 @@ pub(crate) fn hold(signals: &[Signal]) -> io::Result<std::os::fd::OwnedFd> {
     if rc != 0 {
         return Err(io::Error::from_raw_os_error(rc));
     }
-    let bits = signals.iter().fold(0u64, |bits, s| {
-        bits | 1u64.checked_shl(s.number() as u32 - 1).unwrap_or(0)
-    });
-    HELD.fetch_or(bits, std::sync::atomic::Ordering::SeqCst);
     // SAFETY: `set` is a valid set; -1 asks for a new descriptor.
     let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
     if fd < 0 {
@@ -159,7 +151,10 @@ pub(crate) fn read_held(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<Option<i3
 /// reading as signals arrive.
 ///
 /// # Errors
-/// Outside a runtime with its I/O driver, or if the registration fails.
+/// If the registration fails.
+///
+/// # Panics
+/// Outside a tokio runtime with its I/O driver.
 pub(crate) fn register_held(
     fd: std::os::fd::OwnedFd,
 ) -> io::Result<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
@@ -169,20 +164,19 @@ pub(crate) fn register_held(
         .map_err(|e| e.into_parts().1)
 }
 
-/// Unblocks in the calling thread what [`hold`] blocked: for a process
-/// forked after it (the watchdog), whose signals nobody reads.
-pub(crate) fn unhold() {
-    let bits = HELD.load(std::sync::atomic::Ordering::SeqCst);
-    let held: Vec<Signal> = (1..=64)
-        .filter(|n| bits & (1u64 << (n - 1)) != 0)
-        .filter_map(Signal::from_number)
-        .collect();
-    if held.is_empty() {
-        return;
+/// Unblocks every signal in the calling thread: for the watchdog, which
+/// reads no signal, whatever mask the thread that started it had (the
+/// owner's held signals, or every signal, for one started by the library's
+/// monitor thread).
+pub(crate) fn unblock_all() {
+    // SAFETY: an all-zero sigset_t is a valid value for `sigemptyset`.
+    let mut empty: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `empty` is a valid set; the call only changes this thread's
+    // mask.
+    unsafe {
+        libc::sigemptyset(&mut empty);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
     }
-    let set = set_of(&held);
-    // SAFETY: `set` is a valid set; the call only changes this thread's mask.
-    unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
 }
 
 /// Sets `signal`'s disposition to the default (`SIG_DFL`).
