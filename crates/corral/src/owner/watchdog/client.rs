@@ -99,6 +99,10 @@ impl Client {
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::null())
             .process_group(0);
+        // Started from the monitor thread (every signal blocked) or the
+        // owner's (its held signals): it blocks none from its first
+        // instruction.
+        sys::exec_unblocked(&mut command);
         let mut child = command
             .spawn()
             .map_err(|e| format!("cannot start the watchdog {}: {e}", program.display()))?;

@@ -28,9 +28,8 @@ const MAX_MEMBERS: usize = 1 << 16;
 
 /// The watchdog as its own program: the owner's socket is standard input.
 pub(super) fn run() -> ! {
-    // Started with the mask of the thread that spawned it (std passes it
-    // on): the owner's held signals, or all of them from the monitor.
-    sys::unblock_all();
+    // Blocks no signal: its owner cleared the mask before `exec`
+    // (`sys::exec_unblocked`).
     watch(std::io::stdin().lock())
 }
 

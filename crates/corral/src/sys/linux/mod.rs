@@ -47,8 +47,8 @@ pub(crate) use process::{
     set_child_subreaper, single_threaded,
 };
 pub(crate) use signals::{
-    block, children_autoreaped, default_sigchld, hold, ignore, is_ignored, read_held,
-    register_held, reset_to_default, set_default, sigpipe_ignored_at_start, sigrtmax, sigrtmin,
-    spawn_unsignalled, unblock_all,
+    block, children_autoreaped, default_sigchld, exec_unblocked, hold, ignore, is_ignored,
+    read_held, register_held, reset_to_default, set_default, sigpipe_ignored_at_start, sigrtmax,
+    sigrtmin, spawn_unsignalled, unblock_all,
 };
 pub(crate) use spawn::{ChildDir, ChildSetup, CwdRefused, child_error, enter_dir, spawn};

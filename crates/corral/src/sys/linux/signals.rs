@@ -179,6 +179,24 @@ pub(crate) fn unblock_all() {
     }
 }
 
+/// Has `command`'s program start with no signal blocked, whatever the
+/// mask of the thread that spawns it, which std passes on: set in the child
+/// between `fork` and `exec`, so it holds from the program's first
+/// instruction (the watchdog, started by the library's monitor thread,
+/// which blocks every signal).
+pub(crate) fn exec_unblocked(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the hook runs in the child between `fork` and `exec`, and only
+    // calls `sigemptyset` and `pthread_sigmask` (async-signal-safe) on a set
+    // on its own stack: no allocation, no lock.
+    unsafe {
+        command.pre_exec(|| {
+            unblock_all();
+            Ok(())
+        });
+    }
+}
+
 /// Sets `signal`'s disposition to the default (`SIG_DFL`).
 ///
 /// # References
