@@ -26,7 +26,8 @@ pub fn begin() -> i32 {
 }
 
 /// Forks the owner-death watchdog first thing (`corral run`, before its
-/// arguments are parsed): after a fork, every page the owner writes that
+/// arguments are parsed; as `timeout`, after its own short parse, and
+/// before either holds its signals): after a fork, every page the owner writes that
 /// the two processes still share is copied, and each copy on a process with
 /// a second thread flushes the other CPU's TLB. Forked before the argument
 /// parse fills the heap, the owner shares a few pages with the watchdog

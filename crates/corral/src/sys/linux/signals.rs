@@ -73,15 +73,13 @@ pub(crate) fn default_sigchld() -> io::Result<()> {
 /// # References
 /// - <https://man7.org/linux/man-pages/man2/sigprocmask.2.html>
 pub(crate) fn block(signal: Signal) -> io::Result<()> {
-    // SAFETY: an all-zero sigset_t is a valid value for `sigemptyset`.
-    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid, initialised set; the calls only write it and
-    // this thread's mask.
-    let rc = unsafe {
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, signal.number());
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut())
-    };
+    block_set(&set_of(&[signal]))
+}
+
+/// Blocks every signal of `set` in the calling thread.
+fn block_set(set: &libc::sigset_t) -> io::Result<()> {
+    // SAFETY: `set` is a valid set; the call only changes this thread's mask.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, set, std::ptr::null_mut()) };
     if rc != 0 {
         return Err(io::Error::from_raw_os_error(rc));
     }
@@ -112,11 +110,7 @@ fn set_of(signals: &[Signal]) -> libc::sigset_t {
 pub(crate) fn hold(signals: &[Signal]) -> io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::FromRawFd;
     let set = set_of(signals);
-    // SAFETY: `set` is a valid set; the call only changes this thread's mask.
-    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
+    block_set(&set)?;
     // SAFETY: `set` is a valid set; -1 asks for a new descriptor.
     let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
     if fd < 0 {
