@@ -407,6 +407,14 @@ fn watchdog_killed_then_owner_killed() {
     watchdog_replaced_then_owner_killed("watchdog-killed", "");
 }
 
+/// The same with the watchdog forked for the owner's runtime
+/// (`fork_now_for_runtime`): no thread watches it, the owner's runtime does
+/// (`watch_over`), and replaces it all the same.
+#[test]
+fn runtime_watched_watchdog_killed_then_owner_killed() {
+    watchdog_replaced_then_owner_killed("runtime-watched", "");
+}
+
 /// The owner is killed right after it started a replacement watchdog,
 /// before it could send it anything (`slow-watchdog-restart` holds it
 /// there): the whole state was put in the new helper's socket before the
@@ -425,7 +433,12 @@ fn watchdog_replaced_then_owner_killed(name: &str, faults: &str) {
     }
     become_subreaper();
     let dir = ledger_dir(name);
-    let mut command = owner_command(&dir, &["cgroup"], &["tree-ignore", "10"]);
+    let options: &[&str] = if name == "runtime-watched" {
+        &["cgroup", "--runtime-watched"]
+    } else {
+        &["cgroup"]
+    };
+    let mut command = owner_command(&dir, options, &["tree-ignore", "10"]);
     command.env("CORRAL_FAULTS", faults);
     let mut owner = start_owner_with(command);
     let first = owner.watchdog.expect("a watchdog");
@@ -450,8 +463,9 @@ fn watchdog_replaced_then_owner_killed(name: &str, faults: &str) {
         owner.tree.iter().all(Proc::is_alive),
         "killing the watchdog leaves the tree alone"
     );
-    // Started by the owner's monitor thread, which blocks every signal, it
-    // blocks none itself (else only SIGKILL would end it).
+    // Started by the owner's monitor thread, which blocks every signal (or
+    // by its runtime), it blocks none itself (else only SIGKILL would end
+    // it).
     let blocked = replacement.signal_masks().get("SigBlk").copied();
     assert_eq!(blocked, Some(0), "the new watchdog blocks signals");
     assert!(owner.owner.signal(Signal::KILL));

@@ -33,9 +33,11 @@ pub fn begin() -> i32 {
 /// parse fills the heap, the owner shares a few pages with the watchdog
 /// instead of the parse's hundreds of kilobytes (`corral run -- true`
 /// about 0.15 ms sooner, BENCHMARKS.md section 3). A failure is left to
-/// [`supervisor`], which tries again and logs why.
+/// [`supervisor`], which tries again and logs why. No thread watches this
+/// watchdog: `corral run`'s loop does, with
+/// [`watch_over`](corral::watchdog::watch_over), for as long as its tree runs.
 pub fn watchdog_first() {
-    let _ = corral::watchdog::fork_now();
+    let _ = corral::watchdog::fork_now_for_runtime();
 }
 
 /// Makes this process a supervisor, right after its arguments are parsed

@@ -119,6 +119,10 @@ async fn run(
     let control = child.control();
     let corral_verbose = personality.own_verbose(args.verbose);
     let mut wait = pin!(child.wait());
+    // The watchdog forked first thing has no thread of its own watching it:
+    // this loop replaces it if it dies while the tree runs.
+    let mut watch_over = pin!(corral::watchdog::watch_over());
+    let mut watched = true;
     // The signal that ended the tree, and whether it is being ended: a
     // signal received from then on is passed on to what still runs, as GNU
     // `timeout` passes on every one (its grace, -k, not reset).
@@ -130,6 +134,7 @@ async fn run(
         tokio::select! {
             biased;
             result = &mut wait => break result,
+            () = &mut watch_over, if watched => watched = false,
             () = init::reap(&mut init) => {}
             signal = signals.recv() => match init::meaning(init.as_ref(), signal) {
                 Meaning::End if ending || control.ending() => {

@@ -5,9 +5,12 @@
 //! `owner <own pid> watchdog <watchdog pid or 0> tree <pid> <pid>...`
 //!
 //! Usage: `owner BACKEND [--timeout-ms N] [--grace-ms N] [--no-watchdog]
-//! [--program PATH] -- FIXTURE-ARGS...` with BACKEND one of auto, cgroup,
-//! subreaper, group; `--program` runs PATH with the arguments instead of the
-//! fixture (its first line must be `ready <pid>...` too). It then waits for the
+//! [--runtime-watched] [--program PATH] -- FIXTURE-ARGS...` with BACKEND one
+//! of auto, cgroup, subreaper, group; `--runtime-watched` forks the watchdog
+//! with `fork_now_for_runtime` and watches it from the runtime
+//! (`watch_over`) instead of a thread; `--program` runs PATH with the
+//! arguments instead of the fixture (its first line must be `ready <pid>...`
+//! too). It then waits for the
 //! tree and prints `finished <outcome>`. Tests kill it with SIGKILL at chosen
 //! points and check that the watchdog ends the tree.
 
@@ -41,6 +44,11 @@ fn main() {
             .and_then(|v| v.parse().ok())
             .or_else(|| usage())
     };
+    let runtime_watched = options.iter().any(|o| o == "--runtime-watched");
+    if runtime_watched && let Err(error) = corral::watchdog::fork_now_for_runtime() {
+        eprintln!("owner: {error}");
+        std::process::exit(1);
+    }
     corral::settings::Settings::new().subreaper().apply();
     let fixture: std::path::PathBuf = match options.iter().position(|o| o == "--program") {
         Some(at) => options.get(at + 1).map_or_else(|| usage(), Into::into),
@@ -94,7 +102,16 @@ fn main() {
             );
             let _ = out.flush();
         }
-        match child.wait().await {
+        let mut wait = std::pin::pin!(child.wait());
+        let mut watch_over = std::pin::pin!(corral::watchdog::watch_over());
+        let mut watching = runtime_watched;
+        let finished = loop {
+            tokio::select! {
+                finished = &mut wait => break finished,
+                () = &mut watch_over, if watching => watching = false,
+            }
+        };
+        match finished {
             Ok(finished) => {
                 println!(
                     "finished {:?} survivors {}",

@@ -109,7 +109,7 @@ impl Client {
         tracing::debug!(pid = child.id(), program = %program.display(), "watchdog started");
         // From here on the helper is reaped through its pidfd; without one
         // (an old kernel) it is not kept, and not left a zombie either.
-        Self::adopt(ours, child.id() as i32, watched)
+        Self::adopt(ours, child.id() as i32, watched, Monitor::Thread)
             .map(|client| (client, preloaded))
             .inspect_err(|_| {
                 let _ = child.kill();
@@ -118,22 +118,30 @@ impl Client {
     }
 
     /// Takes charge of a freshly started helper (our unreaped child, so its
-    /// pidfd is certainly it) and starts the threads that write to it and
-    /// watch it.
-    pub(super) fn adopt(stream: UnixStream, pid: i32, watched: Shared) -> Result<Self, String> {
+    /// pidfd is certainly it): the writer thread starts with the first
+    /// message the socket does not take, and `monitor` says who replaces the
+    /// helper if it dies.
+    pub(super) fn adopt(
+        stream: UnixStream,
+        pid: i32,
+        watched: Shared,
+        monitor: Monitor,
+    ) -> Result<Self, String> {
         let start_time = identity::read_stat(pid).map(|s| s.start_time).unwrap_or(0);
         let pidfd = sys::pidfd_open(pid).map_err(|e| format!("pidfd for the watchdog: {e}"))?;
         let monitored = pidfd
             .try_clone()
             .map_err(|e| format!("pidfd for the watchdog: {e}"))?;
         let client = Self::connect(stream, pidfd, (pid, start_time), watched)?;
-        // Blocking every signal: a supervisor that holds its own
-        // (`host::hold_signals`) may start after it.
-        sys::spawn_unsignalled(
-            std::thread::Builder::new().name("corral-watchdog-monitor".to_owned()),
-            move || monitor(monitored, (pid, start_time)),
-        )
-        .map_err(|e| format!("cannot start the watchdog monitor thread: {e}"))?;
+        match monitor {
+            Monitor::Thread => start_monitor(monitored, (pid, start_time))?,
+            Monitor::Caller => {
+                *lock(&CALLER_WATCHED) = Some(Watching {
+                    pidfd: Arc::new(monitored),
+                    helper: (pid, start_time),
+                });
+            }
+        }
         Ok(client)
     }
 
@@ -319,11 +327,46 @@ impl Client {
     }
 }
 
-/// Waits for the helper to die; if it is still the current one, replaces it.
-fn monitor(pidfd: OwnedFd, helper: (i32, u64)) {
-    if sys::wait_readable(pidfd.as_fd()).is_err() {
-        return;
-    }
+/// Who replaces a helper that dies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Monitor {
+    /// A thread of its own, blocked on the helper's pidfd.
+    Thread,
+    /// The caller's async runtime, through [`watch_over`](super::watch_over):
+    /// the helper is left in [`CALLER_WATCHED`] for it.
+    Caller,
+}
+
+/// The helper whose death the caller's runtime watches for (see
+/// [`Monitor::Caller`]).
+#[derive(Debug, Clone)]
+pub(super) struct Watching {
+    pub(super) pidfd: Arc<OwnedFd>,
+    pub(super) helper: (i32, u64),
+}
+
+/// See [`Watching`]; cleared once its helper is gone or let go.
+pub(super) static CALLER_WATCHED: Mutex<Option<Watching>> = Mutex::new(None);
+
+/// Starts the thread that replaces the helper `(pid, start time)` when its
+/// `pidfd` says it died. It blocks every signal: a supervisor that holds its
+/// own (`host::hold_signals`) may start after it.
+pub(super) fn start_monitor(pidfd: OwnedFd, helper: (i32, u64)) -> Result<(), String> {
+    sys::spawn_unsignalled(
+        std::thread::Builder::new().name("corral-watchdog-monitor".to_owned()),
+        move || {
+            if sys::wait_readable(pidfd.as_fd()).is_ok() {
+                replace_if_current(helper);
+            }
+        },
+    )
+    .map(drop)
+    .map_err(|e| format!("cannot start the watchdog monitor thread: {e}"))
+}
+
+/// The helper `helper` died: if it is still the current one, starts a new
+/// one and tells it every live tree.
+pub(super) fn replace_if_current(helper: (i32, u64)) {
     let mut guard = lock(&CLIENT);
     if guard.as_ref().is_some_and(|c| c.helper == helper) {
         match Client::restart(guard.take()) {

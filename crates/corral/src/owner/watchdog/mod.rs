@@ -29,8 +29,9 @@
 //! and a bad one is skipped with a line on standard error.
 //!
 //! The two keep each other honest: the owner watches the helper's pidfd from
-//! a small thread and, if the helper dies, starts a new one and tells it every
-//! live tree again. The helper runs in a process group of its own, so a
+//! a small thread (or from its own async runtime: [`fork_now_for_runtime`]
+//! and [`watch_over`]) and, if the helper dies, starts a new one and tells it
+//! every live tree again. The helper runs in a process group of its own, so a
 //! terminal's Ctrl-C, which may kill the owner, does not reach it.
 //!
 //! A host that is its own watchdog:
@@ -72,7 +73,7 @@ use std::{
     sync::{Mutex, atomic::Ordering},
 };
 
-use client::{CLIENT, Client, LOST, mark_lost};
+use client::{CALLER_WATCHED, CLIENT, Client, LOST, Monitor, Watching, mark_lost};
 pub(crate) use program::set_executable;
 pub use program::{HOOK_ARG, executable, hook};
 use state::{Shared, lock};
@@ -116,6 +117,12 @@ impl HungUp {
         drop(stream);
         // A writer that never started holds the socket too.
         drop(writer);
+        // Let go: no runtime replaces it once it exits.
+        let mut watching = lock(&CALLER_WATCHED);
+        if watching.as_ref().is_some_and(|w| w.helper == helper) {
+            *watching = None;
+        }
+        drop(watching);
         Self { pidfd, helper }
     }
 
@@ -214,6 +221,115 @@ pub fn shutdown_before_exit() {
 /// If other threads already run (forking would copy locks held by them), or
 /// the fork fails. Spawns then start a watchdog the usual way.
 pub fn fork_now() -> Result<(), String> {
+    fork(Monitor::Thread)
+}
+
+/// [`fork_now`] for a program that watches the watchdog from its own Tokio
+/// runtime with [`watch_over`] instead of a thread of corral's: a
+/// short-lived supervisor saves the thread's start (about a tenth of a
+/// millisecond, and every later page copied after the fork flushing the
+/// other CPU's TLB). The program must then poll [`watch_over`] while its
+/// trees run (beside them in a `select!`): a watchdog that dies while nothing
+/// polls it is replaced only at the next message the owner sends it (a
+/// spawn, a tree's end), so a tree that outlives it is unguarded until then.
+/// A watchdog started again after one died is watched by a thread, as
+/// [`fork_now`]'s.
+///
+/// ```no_run
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut child = corral::Command::new("make").spawn()?;
+/// let finished = tokio::select! {
+///     finished = child.wait() => finished?,
+///     () = corral::watchdog::watch_over() => child.wait().await?,
+/// };
+/// # let _ = finished;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Errors
+/// As [`fork_now`].
+pub fn fork_now_for_runtime() -> Result<(), String> {
+    fork(Monitor::Caller)
+}
+
+/// Watches the watchdog that [`fork_now_for_runtime`] started, from the
+/// caller's Tokio runtime (the reactor waits on its pidfd: no thread, no
+/// polling): if it dies while this future is polled, a new one is started
+/// and told every live tree (blocking this task for the millisecond that
+/// takes), and the future resolves; [`lost`] says if that failed. It never
+/// resolves while the watchdog lives, nor when there is none to watch this
+/// way (none was forked for a runtime, or it was let go or replaced), so a
+/// `select!` branch on it never spins. Outside a Tokio runtime it hands the
+/// watching to a thread, as [`fork_now`] does, and resolves.
+///
+/// ```no_run
+/// # async fn example(mut child: corral::Child) -> Result<(), corral::Error> {
+/// // Beside the tree, polled once to its end (then the branch is off).
+/// let mut wait = std::pin::pin!(child.wait());
+/// let mut watch_over = std::pin::pin!(corral::watchdog::watch_over());
+/// let mut watching = true;
+/// let finished = loop {
+///     tokio::select! {
+///         finished = &mut wait => break finished?,
+///         () = &mut watch_over, if watching => watching = false,
+///     }
+/// };
+/// # let _ = finished;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn watch_over() {
+    let Some(watching) = lock(&CALLER_WATCHED).clone() else {
+        return std::future::pending().await;
+    };
+    if tokio::runtime::Handle::try_current().is_err() {
+        hand_to_thread(&watching);
+        return;
+    }
+    match sys::pidfd_wait(watching.pidfd.as_fd()).await {
+        Ok(()) => {}
+        Err(error) => {
+            tracing::warn!(%error, "cannot watch the watchdog from the runtime: a thread does");
+            hand_to_thread(&watching);
+            return;
+        }
+    }
+    let current = {
+        let mut guard = lock(&CALLER_WATCHED);
+        let current = guard.as_ref().is_some_and(|w| w.helper == watching.helper);
+        if current {
+            *guard = None;
+        }
+        current
+    };
+    if !current {
+        // Let go, or replaced already: no longer this future's to watch.
+        return std::future::pending().await;
+    }
+    client::replace_if_current(watching.helper);
+}
+
+/// Gives the watching of `watching` to a thread (if no one else took it
+/// meanwhile).
+fn hand_to_thread(watching: &Watching) {
+    let mut guard = lock(&CALLER_WATCHED);
+    if guard.as_ref().is_none_or(|w| w.helper != watching.helper) {
+        return;
+    }
+    *guard = None;
+    drop(guard);
+    let started = watching
+        .pidfd
+        .try_clone()
+        .map_err(|e| format!("pidfd for the watchdog: {e}"))
+        .and_then(|pidfd| client::start_monitor(pidfd, watching.helper));
+    if let Err(error) = started {
+        tracing::warn!(%error, "the watchdog is not watched: one that dies is replaced at the next spawn");
+    }
+}
+
+fn fork(monitor: Monitor) -> Result<(), String> {
     if lock(&CLIENT).is_some() {
         return Ok(());
     }
@@ -230,7 +346,7 @@ pub fn fork_now() -> Result<(), String> {
         }
         sys::Forked::Parent(pid) => {
             drop(theirs);
-            let client = Client::adopt(ours, pid, Shared::default())?;
+            let client = Client::adopt(ours, pid, Shared::default(), monitor)?;
             *lock(&CLIENT) = Some(client);
             Ok(())
         }

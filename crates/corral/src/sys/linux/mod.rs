@@ -36,7 +36,7 @@ pub(crate) use files::{
 pub(crate) use memory::fixed_mmap_threshold;
 pub(crate) use pidfd::{
     exit_status, kill, kill_and_reap, kill_group, peek_exited_child, pidfd_exited, pidfd_open,
-    pidfd_signal, pidfd_wait_until, reap, reap_pidfd, reap_within, wait_readable,
+    pidfd_signal, pidfd_wait, pidfd_wait_until, reap, reap_pidfd, reap_within, wait_readable,
 };
 pub(crate) use pidns::{pid_in_own_namespace, proc_is_own_namespace, proc_pid_of};
 #[cfg(test)]

@@ -186,6 +186,19 @@ pub(crate) async fn pidfd_wait_until(
     }
 }
 
+/// Waits until the process behind `pidfd` exits, through tokio's reactor.
+///
+/// # References
+/// - <https://man7.org/linux/man-pages/man2/pidfd_open.2.html> (NOTES: poll)
+pub(crate) async fn pidfd_wait(pidfd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: as in `pidfd_wait_until`.
+    let fd = unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE)
+    }
+    .map_err(|e| e.into_parts().1)?;
+    fd.readable().await.map(drop)
+}
+
 /// Blocks until `fd` is readable (a pidfd: until its process exits).
 ///
 /// # References
