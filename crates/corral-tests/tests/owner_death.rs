@@ -851,6 +851,62 @@ fn a_helper_orphaned_since_the_owners_last_walk_is_ended_by_its_mark() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `watchdog::release_when_idle` while a tree runs keeps the watchdog
+/// guarding it, lets it go the moment that tree ends (before the owner
+/// reports anything), and only once: a tree spawned after keeps its new
+/// watchdog when it ends.
+#[test]
+fn release_when_idle_lets_the_watchdog_go_as_the_last_tree_ends() {
+    let dir = ledger_dir("release-when-idle");
+    let runtime = in_process_owner(&dir);
+    let command = group_command;
+    let mut child = runtime
+        .block_on(async { command("sleep", "600").spawn() })
+        .expect("spawns");
+    let helper = corral::watchdog::helper_pid().expect("a watchdog guards the tree");
+    let helper = Proc::of(helper).expect("alive");
+    corral::watchdog::release_when_idle();
+    assert_eq!(
+        corral::watchdog::helper_pid(),
+        Some(helper.pid),
+        "let go while it guards a tree"
+    );
+    child.control().terminate();
+    let finished = runtime.block_on(child.wait()).expect("ends");
+    assert!(
+        finished.report.survivors.is_empty(),
+        "{:?}",
+        finished.report
+    );
+    assert_eq!(
+        corral::watchdog::helper_pid(),
+        None,
+        "not let go as its last tree ended"
+    );
+    let exited = |proc: &Proc| {
+        stat(proc.pid).is_none_or(|s| s.start_time != proc.start_time || s.state == 'Z')
+    };
+    assert!(
+        corral_tests::wait_until(HANG, || exited(&helper)),
+        "the watchdog let go did not exit by itself"
+    );
+    // Once: the next tree's watchdog stays after that tree.
+    let again = runtime
+        .block_on(command("true", "again").run())
+        .expect("runs");
+    assert!(again.report.notes.is_empty(), "{:?}", again.report.notes);
+    assert!(
+        corral::watchdog::helper_pid().is_some(),
+        "a watchdog let go at a later tree's end"
+    );
+    corral::watchdog::shutdown();
+    assert!(
+        stat(helper.pid).is_none_or(|s| s.start_time != helper.start_time),
+        "shutdown did not reap the watchdog let go"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `watchdog::release` lets the watchdog go only once no tree is left for it
 /// to guard: called while a tree runs, it changes nothing (the same watchdog
 /// still ends that tree when the owner dies); called after, the watchdog

@@ -116,6 +116,9 @@ async fn run(
         }
     };
 
+    // No other tree starts: the watchdog goes the moment this one ends (with
+    // its leaf), and exits while corral removes its record and reports.
+    corral::watchdog::release_when_idle();
     let control = child.control();
     let corral_verbose = personality.own_verbose(args.verbose);
     let mut wait = pin!(child.wait());
@@ -210,8 +213,8 @@ async fn run(
         say!("note: {}", printable(&note));
         notes.push(note);
     }
-    // The tree is over and no other starts: the watchdog is let go now, to
-    // exit while the report is written, and reaped before corral exits.
+    // The tree is over and no other starts: the watchdog was let go as it
+    // ended (this is then a no-op), and is reaped before corral exits.
     corral::watchdog::release();
     let report = report::of_finished(&args.command, &finished, status, started.elapsed(), notes);
     sink::deliver(sink, &report);

@@ -70,7 +70,10 @@ use std::{
         fd::{AsFd, OwnedFd},
         unix::net::UnixStream,
     },
-    sync::{Mutex, atomic::Ordering},
+    sync::{
+        Mutex, MutexGuard,
+        atomic::{AtomicBool, Ordering},
+    },
 };
 
 use client::{CALLER_WATCHED, CLIENT, Client, LOST, Monitor, Watching, mark_lost};
@@ -156,7 +159,37 @@ static RELEASED: Mutex<Option<HungUp>> = Mutex::new(None);
 /// # }
 /// ```
 pub fn release() {
-    let mut guard = lock(&CLIENT);
+    let_go_if_idle(lock(&CLIENT));
+}
+
+/// Set by [`release_when_idle`] until the watchdog is let go.
+static RELEASE_WHEN_IDLE: AtomicBool = AtomicBool::new(false);
+
+/// [`release`] the moment no tree is watched any more (now, if none is):
+/// for a program whose trees are all started, so that the watchdog exits
+/// while the owner still cleans up after the last one (its ledger record,
+/// its report) instead of after. Until then every tree stays guarded, one
+/// spawned meanwhile included; the watchdog is let go when the last of
+/// them ends, once (a spawn after that starts a new watchdog, which is not
+/// let go early).
+///
+/// ```no_run
+/// # async fn example() -> Result<(), corral::Error> {
+/// let child = corral::Command::new("make").spawn()?;
+/// corral::watchdog::release_when_idle(); // no other tree starts
+/// let finished = child.wait().await?; // the watchdog goes as it ends
+/// println!("{:?}", finished.outcome);
+/// corral::watchdog::shutdown(); // reaps it, seldom waiting
+/// # Ok(())
+/// # }
+/// ```
+pub fn release_when_idle() {
+    RELEASE_WHEN_IDLE.store(true, Ordering::SeqCst);
+    release();
+}
+
+/// Lets the watchdog `guard` holds go if it watches no tree.
+fn let_go_if_idle(mut guard: MutexGuard<'_, Option<Client>>) {
     if guard
         .as_ref()
         .is_none_or(|client| !lock(&client.watched).is_empty())
@@ -167,6 +200,7 @@ pub fn release() {
         return;
     };
     drop(guard);
+    RELEASE_WHEN_IDLE.store(false, Ordering::SeqCst);
     let before = lock(&RELEASED).replace(HungUp::of(client));
     // One let go before (release, a spawn, release again) is reaped now:
     // none is left a zombie.
@@ -379,7 +413,11 @@ pub(crate) fn members(id: &str, members: &[Identity]) {
 
 /// The tree is gone: the watchdog no longer needs to know of it.
 pub(crate) fn forget(id: &str) {
-    if let Some(client) = lock(&CLIENT).as_ref() {
+    let guard = lock(&CLIENT);
+    if let Some(client) = guard.as_ref() {
         let _ = client.forget(id);
+    }
+    if RELEASE_WHEN_IDLE.load(Ordering::SeqCst) {
+        let_go_if_idle(guard);
     }
 }
