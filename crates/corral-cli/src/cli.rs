@@ -56,9 +56,58 @@ pub fn run_alone(args: &[OsString]) -> Option<RunArgs> {
     if args.get(1).is_none_or(|first| first != "run") {
         return None;
     }
+    if let Some(plain) = plain_run(&args[2..]) {
+        return Some(plain);
+    }
     let command = RunArgs::augment_args(clap::Command::new("run"));
     let matches = command.try_get_matches_from(&args[1..]).ok()?;
     <RunArgs as clap::FromArgMatches>::from_arg_matches(&matches).ok()
+}
+
+/// `corral run`'s defaults, as clap reads them (and [`plain_run`]).
+const NO_TIMEOUT: &str = "0";
+const KILL_AFTER: &str = "5s";
+const FINAL_BOUND: &str = "1s";
+const FIRST_SIGNAL: &str = "TERM";
+
+/// The two shapes nearly every `corral run` takes, read without clap: the
+/// command after `--` with no option before it, or with a time limit alone
+/// (`-t D`, `--timeout D`, `--timeout=D`: what [`run::gnu::rewrite`]
+/// makes of `corral run D COMMAND`). Building clap's parser for `run` costs
+/// about 0.1 ms, a tenth of what `corral run -- true` spends over GNU
+/// `timeout` (BENCHMARKS.md section 3). The same [`RunArgs`] clap gives
+/// (`tests::run_alone_gives_what_the_whole_parse_gives_or_nothing`);
+/// `None` for anything else, a bad duration included: clap then answers.
+///
+/// [`run::gnu::rewrite`]: crate::run::gnu::rewrite
+fn plain_run(args: &[OsString]) -> Option<RunArgs> {
+    // The time limit, and where the `--` before the command is.
+    let (timeout, dashes) = match args.first()?.to_str()? {
+        "--" => (NO_TIMEOUT, 0),
+        "-t" | "--timeout" => (args.get(1)?.to_str()?, 2),
+        other => (other.strip_prefix("--timeout=")?, 1),
+    };
+    let command = match args.get(dashes..)? {
+        [dash, command @ ..] if dash == "--" && !command.is_empty() => command,
+        _ => return None,
+    };
+    let duration = |text: &str| gnu_duration::parse_lenient(text).ok();
+    Some(RunArgs {
+        timeout: duration(timeout)?,
+        kill_after: duration(KILL_AFTER)?,
+        final_bound: duration(FINAL_BOUND)?,
+        signal: parse_signal(FIRST_SIGNAL).ok()?,
+        preserve_status: false,
+        foreground: false,
+        verbose: false,
+        backend: BackendArg::Auto,
+        user: None,
+        limits: LimitArgs::default(),
+        report: ReportArgs::default(),
+        grace_ends: corral::GraceEnds::default(),
+        timeout_name: None,
+        command: command.to_vec(),
+    })
 }
 
 /// The subcommands.
@@ -321,24 +370,24 @@ pub struct RunArgs {
     /// End the tree when this much time has passed. 0 (the default) means no
     /// limit; what the command leaves behind is still ended when it exits.
     /// In GNU's form, DURATION comes first instead.
-    #[arg(short, long, value_name = "DURATION", value_parser = gnu_duration::parse_lenient, allow_hyphen_values = true, default_value = "0")]
+    #[arg(short, long, value_name = "DURATION", value_parser = gnu_duration::parse_lenient, allow_hyphen_values = true, default_value = NO_TIMEOUT)]
     pub timeout: Duration,
 
     /// Send SIGKILL this long after SIGNAL if the tree has not ended. Unlike
     /// timeout(1), corral never waits forever: the default is 5s, and 0
     /// sends SIGKILL at once instead of SIGNAL.
-    #[arg(short, long, value_name = "DURATION", value_parser = gnu_duration::parse_lenient, allow_hyphen_values = true, default_value = "5s")]
+    #[arg(short, long, value_name = "DURATION", value_parser = gnu_duration::parse_lenient, allow_hyphen_values = true, default_value = KILL_AFTER)]
     pub kill_after: Duration,
 
     /// After SIGKILL, wait at most this long for the tree to be gone, then
     /// exit anyway and report the survivors (processes stuck in the kernel).
-    #[arg(long, value_name = "DURATION", value_parser = gnu_duration::parse_lenient, allow_hyphen_values = true, default_value = "1s")]
+    #[arg(long, value_name = "DURATION", value_parser = gnu_duration::parse_lenient, allow_hyphen_values = true, default_value = FINAL_BOUND)]
     pub final_bound: Duration,
 
     /// The first signal sent to every process of the tree: a name (TERM,
     /// SIGTERM, RTMIN+2) or a number, as `kill -l` lists them; 0 (or EXIT)
     /// sends none and only starts the --kill-after clock.
-    #[arg(short, long, value_name = "SIG", default_value = "TERM", value_parser = parse_signal)]
+    #[arg(short, long, value_name = "SIG", default_value = FIRST_SIGNAL, value_parser = parse_signal)]
     pub signal: FirstSignal,
 
     /// Exit with the command's own status even after a timeout (the exit
@@ -1051,7 +1100,13 @@ mod tests {
     fn run_alone_gives_what_the_whole_parse_gives_or_nothing() {
         let lines: &[&[&str]] = &[
             &["run", "--", "true"],
+            &["run", "--", "ls", "--", "-t"],
             &["run", "10", "sleep", "1"],
+            &["run", "0", "true"],
+            &["run", "-t", "2.5", "--", "sleep", "--", "1"],
+            &["run", "--timeout", "1m", "--", "true"],
+            &["run", "--timeout=1e-3", "--", "true"],
+            &["run", "-t", "inf", "--", "true"],
             &["run", "-k", "1", "-s", "KILL", "1.5s", "sh", "-c", "exit 3"],
             &["run", "-sKILL", "-k1", "--preserve-status", "5", "true"],
             &["run", "--kill=1", "2", "true"],
@@ -1107,6 +1162,11 @@ mod tests {
             &["run", "--no-such-option", "--", "true"],
             &["run", "-s", "NOPE", "--", "true"],
             &["run", "-t", "soon", "--", "true"],
+            &["run", "--timeout=soon", "--", "true"],
+            &["run", "-t", "1", "--"],
+            &["run", "-t", "1", "true"],
+            &["run", "-t"],
+            &["run", "--timeout=", "--", "true"],
             &["run", "--backend", "magic", "--", "true"],
             &["run", "--max-memory", "lots", "--", "true"],
             // Not `run`.
@@ -1115,7 +1175,7 @@ mod tests {
             &["mcp", "wrap", "--", "server"],
             &["ps"],
         ];
-        let mut taken = 0;
+        let (mut taken, mut plainly) = (0, 0);
         for line in lines {
             let argv: Vec<OsString> = std::iter::once("corral")
                 .chain(line.iter().copied())
@@ -1125,6 +1185,7 @@ mod tests {
                 continue;
             };
             let alone = run_alone(&argv);
+            let plain = argv.get(2..).and_then(plain_run);
             match Cli::try_parse_from(&argv) {
                 Ok(Cli {
                     command: Command::Run(whole),
@@ -1132,11 +1193,19 @@ mod tests {
                     let alone = alone.unwrap_or_else(|| panic!("{line:?}: not taken alone"));
                     assert_eq!(format!("{alone:?}"), format!("{whole:?}"), "{line:?}");
                     taken += 1;
+                    if let Some(plain) = plain {
+                        assert_eq!(format!("{plain:?}"), format!("{whole:?}"), "{line:?}");
+                        plainly += 1;
+                    }
                 }
-                _ => assert!(alone.is_none(), "{line:?}: taken alone, not `run` whole"),
+                _ => assert!(
+                    alone.is_none() && plain.is_none(),
+                    "{line:?}: taken alone, not `run` whole"
+                ),
             }
         }
-        assert_eq!(taken, 14, "every valid `run` line is taken alone");
+        assert_eq!(taken, 20, "every valid `run` line is taken alone");
+        assert_eq!(plainly, 9, "the plain shapes are read without clap");
     }
 
     #[test]

@@ -907,6 +907,53 @@ fn release_when_idle_lets_the_watchdog_go_as_the_last_tree_ends() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A watchdog let go while stopped (`SIGSTOP`: it reads nothing, so the end
+/// of its socket alone would never end it) is gone at once all the same:
+/// `release` kills it, and `shutdown` reaps it without waiting.
+#[test]
+fn release_ends_a_stopped_watchdog() {
+    let dir = ledger_dir("release-stopped");
+    let runtime = in_process_owner(&dir);
+    let finished = runtime
+        .block_on(group_command("true", "once").run())
+        .expect("runs");
+    assert!(
+        finished.report.notes.is_empty(),
+        "{:?}",
+        finished.report.notes
+    );
+    let helper = corral::watchdog::helper_pid().expect("a watchdog");
+    let helper = Proc::of(helper).expect("alive");
+    // Resumed on the way out, whatever happens: never left stopped.
+    struct Resume(Proc);
+    impl Drop for Resume {
+        fn drop(&mut self) {
+            self.0.signal(Signal::CONT);
+            corral::watchdog::shutdown();
+        }
+    }
+    let resume = Resume(helper);
+    assert!(helper.signal(Signal::STOP));
+    assert!(
+        corral_tests::wait_until(HANG, || stat(helper.pid).is_some_and(|s| s.state == 'T')),
+        "the watchdog did not stop"
+    );
+    corral::watchdog::release();
+    let exited = |proc: &Proc| {
+        stat(proc.pid).is_none_or(|s| s.start_time != proc.start_time || s.state == 'Z')
+    };
+    assert!(
+        corral_tests::wait_until(HANG, || exited(&helper)),
+        "a stopped watchdog let go lived on"
+    );
+    drop(resume);
+    assert!(
+        stat(helper.pid).is_none_or(|s| s.start_time != helper.start_time),
+        "shutdown did not reap the watchdog let go"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `watchdog::release` lets the watchdog go only once no tree is left for it
 /// to guard: called while a tree runs, it changes nothing (the same watchdog
 /// still ends that tree when the owner dies); called after, the watchdog

@@ -141,8 +141,8 @@ impl HungUp {
 static RELEASED: Mutex<Option<HungUp>> = Mutex::new(None);
 
 /// Lets the watchdog go as soon as no tree is left for it to guard, for a
-/// program that starts no tree after: closes this side of the socket, so
-/// the helper exits (ending nothing: it knows no tree) while this process
+/// program that starts no tree after: closes this side of the socket and
+/// kills the helper (it knows no tree; a stopped one goes too), which exits while this process
 /// finishes its own work (writes its report, say), and leaves only the
 /// reaping to [`shutdown`], which then seldom has to wait. A no-op while a
 /// tree is still watched: the watchdog then stays until [`shutdown`]. A
@@ -201,7 +201,11 @@ fn let_go_if_idle(mut guard: MutexGuard<'_, Option<Client>>) {
     };
     drop(guard);
     RELEASE_WHEN_IDLE.store(false, Ordering::SeqCst);
-    let before = lock(&RELEASED).replace(HungUp::of(client));
+    let hung_up = HungUp::of(client);
+    // It guards nothing: killed, it exits at once, without waking to read
+    // the end of its socket first, and even if it is stopped.
+    let _ = sys::pidfd_signal(&hung_up.pidfd, crate::Signal::KILL);
+    let before = lock(&RELEASED).replace(hung_up);
     // One let go before (release, a spawn, release again) is reaped now:
     // none is left a zombie.
     if let Some(before) = before {
