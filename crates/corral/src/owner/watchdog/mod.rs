@@ -175,7 +175,7 @@ static RELEASE_WHEN_IDLE: AtomicBool = AtomicBool::new(false);
 ///
 /// ```no_run
 /// # async fn example() -> Result<(), corral::Error> {
-/// let child = corral::Command::new("make").spawn()?;
+/// let mut child = corral::Command::new("make").spawn()?;
 /// corral::watchdog::release_when_idle(); // no other tree starts
 /// let finished = child.wait().await?; // the watchdog goes as it ends
 /// println!("{:?}", finished.outcome);
