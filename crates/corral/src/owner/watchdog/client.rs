@@ -195,6 +195,7 @@ impl Client {
     pub(super) fn restart(old: Option<Client>) -> Result<Self, String> {
         let watched = match old {
             Some(old) => {
+                stop_caller_watching(old.helper);
                 sys::reap_within(old.pidfd.as_fd(), std::time::Duration::from_secs(1));
                 crate::contain::unexempt(old.helper);
                 old.watched
@@ -347,6 +348,16 @@ pub(super) struct Watching {
 
 /// See [`Watching`]; cleared once its helper is gone or let go.
 pub(super) static CALLER_WATCHED: Mutex<Option<Watching>> = Mutex::new(None);
+
+/// The caller's runtime no longer watches `helper` (let go, or replaced):
+/// [`watch_over`](super::watch_over) then stays pending, and its pidfd is
+/// closed.
+pub(super) fn stop_caller_watching(helper: (i32, u64)) {
+    let mut watching = lock(&CALLER_WATCHED);
+    if watching.as_ref().is_some_and(|w| w.helper == helper) {
+        *watching = None;
+    }
+}
 
 /// Starts the thread that replaces the helper `(pid, start time)` when its
 /// `pidfd` says it died. It blocks every signal: a supervisor that holds its

@@ -116,16 +116,13 @@ impl HungUp {
             helper,
             ..
         } = client;
+        // Let go: no runtime replaces it once it exits (cleared before the
+        // socket closes, which may end it at once).
+        client::stop_caller_watching(helper);
         drop(queue);
         drop(stream);
         // A writer that never started holds the socket too.
         drop(writer);
-        // Let go: no runtime replaces it once it exits.
-        let mut watching = lock(&CALLER_WATCHED);
-        if watching.as_ref().is_some_and(|w| w.helper == helper) {
-            *watching = None;
-        }
-        drop(watching);
         Self { pidfd, helper }
     }
 
@@ -268,8 +265,10 @@ pub fn fork_now() -> Result<(), String> {
 /// millisecond, and every later page copied after the fork flushing the
 /// other CPU's TLB). The program must then poll [`watch_over`] while its
 /// trees run (beside them in a `select!`): a watchdog that dies while nothing
-/// polls it is replaced only at the next message the owner sends it (a
-/// spawn, a tree's end), so a tree that outlives it is unguarded until then.
+/// polls it is replaced only at the owner's next spawn (whose message to it
+/// fails), so a tree that outlives it is unguarded until then. The runtime
+/// must have its I/O driver on (`enable_io`, as [`Child::wait`](crate::Child::wait)
+/// needs too): [`watch_over`] panics in one without.
 /// A watchdog started again after one died is watched by a thread, as
 /// [`fork_now`]'s.
 ///
@@ -300,6 +299,9 @@ pub fn fork_now_for_runtime() -> Result<(), String> {
 /// way (none was forked for a runtime, or it was let go or replaced), so a
 /// `select!` branch on it never spins. Outside a Tokio runtime it hands the
 /// watching to a thread, as [`fork_now`] does, and resolves.
+///
+/// # Panics
+/// In a Tokio runtime built without its I/O driver (`enable_io`).
 ///
 /// ```no_run
 /// # async fn example(mut child: corral::Child) -> Result<(), corral::Error> {
