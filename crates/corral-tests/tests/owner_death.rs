@@ -851,6 +851,22 @@ fn a_helper_orphaned_since_the_owners_last_walk_is_ended_by_its_mark() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A tree of one `sleep` on the group backend, and the watchdog that
+/// guards it.
+fn guarded_sleep(runtime: &tokio::runtime::Runtime) -> (corral::Child, Proc) {
+    let child = runtime
+        .block_on(async { group_command("sleep", "600").spawn() })
+        .expect("spawns");
+    let helper = corral::watchdog::helper_pid().expect("a watchdog guards the tree");
+    (child, Proc::of(helper).expect("alive"))
+}
+
+/// Whether `proc` has exited: gone, its pid another's, or a zombie of this
+/// process until reaped.
+fn exited(proc: &Proc) -> bool {
+    stat(proc.pid).is_none_or(|s| s.start_time != proc.start_time || s.state == 'Z')
+}
+
 /// `watchdog::release_when_idle` while a tree runs keeps the watchdog
 /// guarding it, lets it go the moment that tree ends (before the owner
 /// reports anything), and only once: a tree spawned after keeps its new
@@ -860,11 +876,7 @@ fn release_when_idle_lets_the_watchdog_go_as_the_last_tree_ends() {
     let dir = ledger_dir("release-when-idle");
     let runtime = in_process_owner(&dir);
     let command = group_command;
-    let mut child = runtime
-        .block_on(async { command("sleep", "600").spawn() })
-        .expect("spawns");
-    let helper = corral::watchdog::helper_pid().expect("a watchdog guards the tree");
-    let helper = Proc::of(helper).expect("alive");
+    let (mut child, helper) = guarded_sleep(&runtime);
     corral::watchdog::release_when_idle();
     assert_eq!(
         corral::watchdog::helper_pid(),
@@ -883,9 +895,6 @@ fn release_when_idle_lets_the_watchdog_go_as_the_last_tree_ends() {
         None,
         "not let go as its last tree ended"
     );
-    let exited = |proc: &Proc| {
-        stat(proc.pid).is_none_or(|s| s.start_time != proc.start_time || s.state == 'Z')
-    };
     assert!(
         corral_tests::wait_until(HANG, || exited(&helper)),
         "the watchdog let go did not exit by itself"
@@ -939,9 +948,6 @@ fn release_ends_a_stopped_watchdog() {
         "the watchdog did not stop"
     );
     corral::watchdog::release();
-    let exited = |proc: &Proc| {
-        stat(proc.pid).is_none_or(|s| s.start_time != proc.start_time || s.state == 'Z')
-    };
     assert!(
         corral_tests::wait_until(HANG, || exited(&helper)),
         "a stopped watchdog let go lived on"
@@ -964,11 +970,7 @@ fn release_lets_only_an_idle_watchdog_go() {
     let dir = ledger_dir("release");
     let runtime = in_process_owner(&dir);
     let command = group_command;
-    let mut child = runtime
-        .block_on(async { command("sleep", "600").spawn() })
-        .expect("spawns");
-    let helper = corral::watchdog::helper_pid().expect("a watchdog guards the tree");
-    let helper = Proc::of(helper).expect("alive");
+    let (mut child, helper) = guarded_sleep(&runtime);
     corral::watchdog::release();
     assert_eq!(
         corral::watchdog::helper_pid(),
@@ -986,9 +988,6 @@ fn release_lets_only_an_idle_watchdog_go() {
     corral::watchdog::release();
     assert_eq!(corral::watchdog::helper_pid(), None, "not let go when idle");
     // It exits by itself (a zombie of this process until reaped).
-    let exited = |proc: &Proc| {
-        stat(proc.pid).is_none_or(|s| s.start_time != proc.start_time || s.state == 'Z')
-    };
     assert!(
         corral_tests::wait_until(HANG, || exited(&helper)),
         "the released watchdog did not exit by itself"

@@ -213,9 +213,6 @@ async fn run(
         say!("note: {}", printable(&note));
         notes.push(note);
     }
-    // The tree is over and no other starts: the watchdog was let go as it
-    // ended (this is then a no-op), and is reaped before corral exits.
-    corral::watchdog::release();
     let report = report::of_finished(&args.command, &finished, status, started.elapsed(), notes);
     sink::deliver(sink, &report);
     Ok(status)
